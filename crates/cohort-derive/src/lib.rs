@@ -1,0 +1,1 @@
+//! The `#[derive(Retained)]` macro for Cohort. Use it through the `cohort` crate.

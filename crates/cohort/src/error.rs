@@ -1,0 +1,32 @@
+//! The crate's one error type.
+
+use crate::schema::ReadinessReport;
+use crate::sql::ident::IdentProblem;
+
+/// Everything that can go wrong in Cohort, as variants a caller can act on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A schema, table or column name cannot be used as a PostgreSQL identifier.
+    #[error("invalid {what} name {name:?}: {problem}")]
+    InvalidIdentifier {
+        /// What the name was for (`"schema"`, `"table"`, `"column"`).
+        what: &'static str,
+        /// The offending name, with NUL bytes shown escaped.
+        name: String,
+        /// Why it was refused.
+        problem: IdentProblem,
+    },
+
+    /// Cohort's tables are missing or do not have the shape Cohort relies on.
+    /// Apply [`crate::schema::ddl`] in a migration; the report lists every problem.
+    #[error("Cohort's tables are not ready:\n{0}")]
+    SchemaNotReady(ReadinessReport),
+
+    /// A database error Cohort did not expect.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Shorthand for results with Cohort's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
