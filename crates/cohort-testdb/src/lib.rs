@@ -187,15 +187,15 @@ impl Drop for TestDb {
         }
         let name = self.name.clone();
         let admin = self.server.admin.clone();
-        let pool = self.pool.clone();
         // Dropping a database needs async I/O; do it on a thread of its own so
         // Drop works in and out of a runtime.
         let handle = std::thread::spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
                 return;
             };
+            // The pool's connections belong to the test's runtime, which is
+            // blocked on this join: WITH (FORCE) ends them from the server side.
             rt.block_on(async move {
-                pool.close().await;
                 if let Ok(mut c) = PgConnection::connect_with(&admin).await {
                     let _ = sqlx::query(AssertSqlSafe(format!(
                         "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"

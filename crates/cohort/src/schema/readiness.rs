@@ -8,7 +8,7 @@ use sqlx::{Acquire, PgConnection, Row};
 
 use super::{SchemaName, TABLES};
 use crate::error::Error;
-use crate::sql::PIN_SEARCH_PATH;
+use crate::sql::{pin_search_path, restore_search_path};
 
 /// One column Cohort reads or writes.
 struct ColumnSpec {
@@ -357,7 +357,7 @@ pub async fn check_readiness(
     schema: &SchemaName,
 ) -> Result<ReadinessReport, Error> {
     let mut tx = conn.begin().await?;
-    sqlx::query(PIN_SEARCH_PATH).execute(&mut *tx).await?;
+    let previous_path = pin_search_path(&mut tx).await?;
     let names: Vec<&str> = TABLES.to_vec();
 
     let tables: BTreeSet<String> = sqlx::query(
@@ -451,6 +451,7 @@ pub async fn check_readiness(
             deferrable: r.try_get("deferrable")?,
         });
     }
+    restore_search_path(&mut tx, &previous_path).await?;
     tx.commit().await?;
 
     let mut report = ReadinessReport { schema: schema.clone(), problems: Vec::new(), warnings: Vec::new() };

@@ -6,8 +6,31 @@ pub(crate) mod ident;
 
 pub(crate) use ident::{Ident, QualifiedName};
 
+use sqlx::PgConnection;
+
 /// Pins `search_path` to `pg_catalog` for the rest of the current transaction,
 /// so that even an unqualified operator cannot resolve to a host's (or an
 /// attacker's) schema. Every statement Cohort writes is qualified as well; this
 /// is the second wall.
-pub(crate) const PIN_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)";
+///
+/// Returns the previous value for [`restore_search_path`]: a transaction-local
+/// setting outlives a savepoint's release, so code that runs inside a caller's
+/// transaction must put it back.
+pub(crate) async fn pin_search_path(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
+    let previous: String = sqlx::query_scalar("SELECT pg_catalog.current_setting('search_path')")
+        .fetch_one(&mut *conn)
+        .await?;
+    sqlx::query("SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)")
+        .execute(&mut *conn)
+        .await?;
+    Ok(previous)
+}
+
+/// Puts back the `search_path` that [`pin_search_path`] replaced.
+pub(crate) async fn restore_search_path(conn: &mut PgConnection, previous: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_catalog.set_config('search_path', $1, true)")
+        .bind(previous)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}

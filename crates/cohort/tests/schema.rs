@@ -1,0 +1,234 @@
+//! Cohort's five tables: DDL, readiness, schema qualification.
+
+mod common;
+
+use cohort::schema::{
+    ReadinessProblem, ReadinessWarning, SchemaName, TABLES, check_readiness, ddl,
+};
+use common::{LogCapture, TestDb, db_with_cohort};
+use sqlx::Row;
+
+async fn tables_in(db: &TestDb, schema: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n \
+         ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY 1",
+    )
+    .bind(schema)
+    .fetch_all(db.pool())
+    .await
+    .expect("list tables")
+}
+
+// contract: D1
+#[tokio::test]
+async fn the_ddl_creates_five_tables_in_one_schema_and_they_are_ready() {
+    for schema in ["public", "retention"] {
+        let (db, name) = db_with_cohort(schema).await;
+        let mut expected: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+        expected.sort();
+        assert_eq!(tables_in(&db, schema).await, expected, "schema {schema}");
+        let mut conn = db.pool().acquire().await.expect("conn");
+        let report = check_readiness(&mut conn, &name).await.expect("readiness");
+        assert!(report.is_ready(), "{report}");
+        assert!(report.warnings.is_empty(), "{report}");
+    }
+    assert_eq!(SchemaName::default().as_str(), "public");
+}
+
+// contract: D2
+#[tokio::test]
+async fn readiness_reports_missing_tables_and_never_creates_them() {
+    let db = TestDb::new().await;
+    let mut conn = db.pool().acquire().await.expect("conn");
+    let report = check_readiness(&mut conn, &SchemaName::public()).await.expect("readiness");
+    assert!(!report.is_ready());
+    let missing: Vec<&str> = report
+        .problems
+        .iter()
+        .filter_map(|p| match p {
+            ReadinessProblem::MissingTable { table } => Some(*table),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(missing, TABLES.to_vec());
+    assert!(tables_in(&db, "public").await.is_empty(), "readiness must not create tables");
+    let err = report.into_result().expect_err("not ready");
+    assert!(matches!(err, cohort::Error::SchemaNotReady(_)));
+    assert!(err.to_string().contains("table sweep_run is missing"), "{err}");
+}
+
+// contract: D3
+#[tokio::test]
+async fn readiness_lists_every_broken_column_key_index_and_check_together() {
+    let (db, schema) = db_with_cohort("public").await;
+    db.exec(
+        r#"
+        ALTER TABLE sweep_run DROP COLUMN settled_at CASCADE;
+        ALTER TABLE sweep_run ALTER COLUMN error TYPE varchar(200);
+        ALTER TABLE retention_holds ALTER COLUMN reason DROP NOT NULL;
+        ALTER TABLE retention_holds DROP CONSTRAINT retention_holds_expiry_check;
+        ALTER TABLE sweep_run_row_detail DROP CONSTRAINT sweep_run_row_detail_key;
+        CREATE UNIQUE INDEX partial_detail_key ON sweep_run_row_detail (run_id, retained_entity_id, record_id)
+            WHERE action = 'Purge';
+        ALTER TABLE sweep_row_handler_status DROP CONSTRAINT sweep_row_handler_status_key;
+        ALTER TABLE sweep_row_handler_status ADD CONSTRAINT deferred_key UNIQUE (detail_id, handler_id)
+            DEFERRABLE INITIALLY IMMEDIATE;
+        ALTER TABLE sweep_run_entity_summary DROP CONSTRAINT sweep_run_entity_summary_pkey;
+        "#,
+    )
+    .await;
+    let mut conn = db.pool().acquire().await.expect("conn");
+    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    let expected = vec![
+        ReadinessProblem::MissingColumn { table: "sweep_run", column: "settled_at" },
+        ReadinessProblem::WrongColumnType {
+            table: "sweep_run",
+            column: "error",
+            expected: "text",
+            found: "character varying(200)".into(),
+        },
+        // Dropping settled_at took the CHECK that names it.
+        ReadinessProblem::MissingCheck { table: "sweep_run", constraint: "sweep_run_settled_check" },
+        ReadinessProblem::MissingPrimaryKey { table: "sweep_run_entity_summary", columns: &["summary_id"] },
+        ReadinessProblem::MissingUniqueIndex {
+            table: "sweep_run_row_detail",
+            columns: &["run_id", "retained_entity_id", "record_id"],
+        },
+        ReadinessProblem::DeferrableUniqueIndex {
+            table: "sweep_row_handler_status",
+            columns: &["detail_id", "handler_id"],
+        },
+        ReadinessProblem::WrongNullability {
+            table: "retention_holds",
+            column: "reason",
+            expected_not_null: true,
+        },
+        ReadinessProblem::MissingCheck { table: "retention_holds", constraint: "retention_holds_expiry_check" },
+    ];
+    assert_eq!(report.problems, expected, "{report}");
+    let text = report.to_string();
+    assert!(text.contains("8 problem(s)"), "{text}");
+}
+
+// contract: D4
+#[tokio::test]
+async fn a_missing_speed_index_is_a_logged_warning_and_any_index_on_its_columns_serves() {
+    let (db, schema) = db_with_cohort("public").await;
+    db.exec("DROP INDEX retention_holds_record_idx; DROP INDEX sweep_run_status_started_idx;").await;
+    let mut conn = db.pool().acquire().await.expect("conn");
+    let logs = LogCapture::start();
+    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    assert!(report.is_ready(), "{report}");
+    assert_eq!(
+        report.warnings,
+        vec![
+            ReadinessWarning::MissingIndex { table: "sweep_run", columns: &["status", "started_at"] },
+            ReadinessWarning::MissingIndex {
+                table: "retention_holds",
+                columns: &["retained_entity_id", "record_id"],
+            },
+        ]
+    );
+    let logged = logs.text();
+    assert!(logged.contains("WARN"), "{logged}");
+    assert!(logged.contains("retention_holds has no index on (retained_entity_id, record_id)"), "{logged}");
+    drop(logs);
+
+    // A unique index with other name, and a wider non-unique one, on the same key columns serve.
+    db.exec(
+        "CREATE UNIQUE INDEX my_holds ON retention_holds (retained_entity_id, record_id, hold_id); \
+         CREATE INDEX my_runs ON sweep_run (status, started_at);",
+    )
+    .await;
+    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    assert!(report.warnings.is_empty(), "{report}");
+}
+
+// contract: D6
+#[tokio::test]
+async fn schema_names_that_need_quoting_work() {
+    for name in ["Retention", "retention data", r#"we"ird"#, r#"x"; DROP TABLE public.victim; --"#] {
+        let db = TestDb::new().await;
+        db.exec("CREATE TABLE public.victim (id int)").await;
+        let schema = SchemaName::new(name).expect("valid");
+        db.exec(&ddl(&schema)).await;
+        let mut expected: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+        expected.sort();
+        assert_eq!(tables_in(&db, name).await, expected, "schema {name:?}");
+        assert_eq!(tables_in(&db, "public").await, vec!["victim".to_string()], "nothing escaped the quoting");
+        let mut conn = db.pool().acquire().await.expect("conn");
+        let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+        assert!(report.is_ready(), "{name:?}: {report}");
+    }
+}
+
+// contract: D6, D8
+#[tokio::test]
+async fn a_hostile_search_path_and_same_named_tables_elsewhere_change_nothing() {
+    let (db, schema) = db_with_cohort("retention").await;
+    // A schema first on the search path with broken look-alike tables, and
+    // functions and an operator that shadow pg_catalog's.
+    db.exec(&format!(
+        r#"
+        CREATE SCHEMA evil;
+        CREATE TABLE evil.sweep_run (nothing int);
+        CREATE TABLE public.sweep_run (nothing int);
+        CREATE FUNCTION evil.format_type(oid, integer) RETURNS text LANGUAGE sql AS $$ SELECT 'garbage' $$;
+        CREATE FUNCTION evil.set_config(text, text, boolean) RETURNS text LANGUAGE sql AS $$ SELECT 'x' $$;
+        CREATE FUNCTION evil.always(name, text) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+        CREATE OPERATOR evil.= (LEFTARG = name, RIGHTARG = text, FUNCTION = evil.always);
+        ALTER DATABASE "{}" SET search_path = evil, pg_catalog, public;
+        "#,
+        db.name()
+    ))
+    .await;
+    // New connections get the hostile search_path.
+    let mut conn = db.connect().await;
+    let path: String = sqlx::query("SHOW search_path").fetch_one(&mut conn).await.expect("show").get(0);
+    assert_eq!(path, "evil, pg_catalog, public");
+    let shadowed: String = sqlx::query("SELECT format_type(23, -1)").fetch_one(&mut conn).await.expect("q").get(0);
+    assert_eq!(shadowed, "garbage", "the shadowing function is really in effect");
+
+    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    assert!(report.is_ready(), "{report}");
+    assert!(report.warnings.is_empty(), "{report}");
+
+    // The look-alike in public is judged on its own and never mistaken for ours.
+    let report = check_readiness(&mut conn, &SchemaName::public()).await.expect("readiness");
+    assert!(report.problems.contains(&ReadinessProblem::MissingColumn { table: "sweep_run", column: "run_id" }));
+    assert!(report.problems.contains(&ReadinessProblem::MissingTable { table: "retention_holds" }));
+}
+
+// contract: D8
+#[tokio::test]
+async fn readiness_of_one_schema_never_reads_another() {
+    let (db, _) = db_with_cohort("public").await;
+    let mut conn = db.pool().acquire().await.expect("conn");
+    let other = SchemaName::new("retention").expect("valid");
+    let report = check_readiness(&mut conn, &other).await.expect("readiness");
+    assert_eq!(report.problems.len(), 5, "{report}");
+    assert!(report.problems.iter().all(|p| matches!(p, ReadinessProblem::MissingTable { .. })));
+}
+
+#[tokio::test]
+async fn readiness_joins_an_open_transaction_without_ending_it() {
+    let (db, schema) = db_with_cohort("public").await;
+    let mut tx = db.pool().begin().await.expect("begin");
+    sqlx::query("CREATE TABLE scratch (id int)").execute(&mut *tx).await.expect("create");
+    let report = check_readiness(&mut tx, &schema).await.expect("readiness");
+    assert!(report.is_ready());
+    // The caller's transaction is still open and usable; search_path is not left pinned.
+    let path: String = sqlx::query("SHOW search_path").fetch_one(&mut *tx).await.expect("show").get(0);
+    assert_eq!(path, r#""$user", public"#);
+    tx.rollback().await.expect("rollback");
+    assert!(!tables_in(&db, "public").await.contains(&"scratch".to_string()));
+}
+
+#[test]
+fn bad_schema_names_are_clear_errors() {
+    for (name, needle) in [("", "is empty"), ("a\0b", "NUL"), (&"s".repeat(64), "63 bytes")] {
+        let err = SchemaName::new(name).expect_err("rejected");
+        assert!(matches!(err, cohort::Error::InvalidIdentifier { what: "schema", .. }));
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+}
