@@ -87,6 +87,19 @@ pub(crate) struct ContainerAttrs {
     pub(crate) tenantless: Option<Key<()>>,
     /// `exempt = "reason"`.
     pub(crate) exempt: Option<Key<LitStr>>,
+    /// Every known key written, even with a malformed value, so that a key
+    /// already reported as malformed is not reported as missing as well.
+    pub(crate) written: Vec<(&'static str, Attribute)>,
+}
+
+impl ContainerAttrs {
+    /// The attribute holding `key`, if it was written (validly or not).
+    pub(crate) fn wrote(&self, key: &str) -> Option<&Attribute> {
+        self.written
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, attr)| attr)
+    }
 }
 
 /// A field role marker.
@@ -174,6 +187,9 @@ pub(crate) fn parse_container_attrs(attrs: &[Attribute], errors: &mut Errors) ->
     for attr in attrs.iter().filter(|a| a.path().is_ident("cohort")) {
         let result = attr.parse_nested_meta(|meta| {
             let key = key_name(&meta);
+            if let Some(known) = CONTAINER_KEYS.iter().find(|k| **k == key) {
+                out.written.push((known, attr.clone()));
+            }
             match key.as_str() {
                 "category" => set_string(&mut out.category, attr, &meta, errors),
                 "anchor" => set_string(&mut out.anchor, attr, &meta, errors),

@@ -319,6 +319,12 @@ fn membership(
         }
         return Some(Membership::Exempt { reason });
     }
+    // A key written with a malformed value has been reported already; do not
+    // report it as missing, nor what follows from it missing.
+    let written = |key| container.wrote(key).is_some();
+    if written("exempt") {
+        return None;
+    }
     match (&container.category, &container.anchor) {
         (Some(category), Some(anchor)) => {
             let category_name = category.value.value();
@@ -351,6 +357,12 @@ fn membership(
                 anchor: anchor_name,
             })
         }
+        (Some(_), None) | (None, Some(_)) | (None, None)
+            if written("category") && written("anchor") =>
+        {
+            None
+        }
+        (None, None) if written("category") || written("anchor") => None,
         (Some(category), None) => {
             errors.push(syn::Error::new_spanned(
                 &category.attr,
@@ -385,10 +397,15 @@ fn membership(
 /// The `id` key: required for retained types, a valid non-nil UUID when given.
 fn entity_id(container: &ContainerAttrs, errors: &mut Errors) -> Option<u128> {
     let Some(id) = &container.id else {
-        let retained_attr = container.category.as_ref().or(container.anchor.as_ref());
-        if let (None, Some(key)) = (&container.exempt, retained_attr) {
+        if container.wrote("id").is_some() || container.wrote("exempt").is_some() {
+            return None;
+        }
+        let retained_attr = container
+            .wrote("category")
+            .or_else(|| container.wrote("anchor"));
+        if let Some(attr) = retained_attr {
             errors.push(syn::Error::new_spanned(
-                &key.attr,
+                attr,
                 "a retained type needs a stable id: add `id = \"<uuid>\"` (generate one once, \
                  e.g. with `uuidgen`, and never change it)",
             ));
@@ -799,6 +816,24 @@ mod tests {
         let too_long = errors(parse_quote! { #[cohort(exempt = "x")] struct #ident { a: i64 } });
         assert_eq!(too_long.len(), 1);
         assert!(too_long[0].contains("is longer than 63 bytes"));
+    }
+
+    #[test]
+    fn malformed_keys_are_not_reported_missing_too() {
+        assert_eq!(
+            errors(parse_quote! {
+                #[cohort(category = c, anchor = "at", id = 1)]
+                struct A { at: i64 }
+            }),
+            [
+                "`category` takes a string literal: write `category = \"...\"`",
+                "`id` takes a string literal: write `id = \"...\"`",
+            ]
+        );
+        assert_eq!(
+            errors(parse_quote! { #[cohort(exempt)] struct A { at: i64 } }),
+            ["`exempt` needs a value: write `exempt = \"...\"`"]
+        );
     }
 
     #[test]
