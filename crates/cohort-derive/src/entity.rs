@@ -449,7 +449,7 @@ fn markers(
                 Some(first) => errors.push(syn::Error::new_spanned(
                     &key.path,
                     format!(
-                        "`{}` is already on field `{first}`: each marker may be on one field only",
+                        "the `{}` marker is already on field `{first}`: a marker may be on one field only",
                         marker.key()
                     ),
                 )),
@@ -768,7 +768,7 @@ mod tests {
                 }
             }),
             [
-                "`record_id` is already on field `a`: each marker may be on one field only",
+                "the `record_id` marker is already on field `a`: a marker may be on one field only",
                 "a `tenantless` type has no tenant field: remove `tenant` here or `tenantless` on \
                  the struct",
                 "`tenantless` given here, but field `b` is marked `tenant`",
