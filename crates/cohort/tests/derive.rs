@@ -1,0 +1,472 @@
+//! `#[derive(Retained)]`: the descriptors it emits for realistic row types, and
+//! the compile-time errors it reports (trybuild cases in `tests/ui`).
+
+use chrono::{DateTime, Utc};
+use cohort::Retained;
+use cohort::model::{
+    AnonymiseMethod, AnonymisedField, EntityDescriptor, FieldDescriptor, Markers, Membership,
+};
+use uuid::Uuid;
+
+/// A therapy session note: retained, tenant-scoped by convention.
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "session-notes",
+    anchor = "created_at",
+    id = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8",
+    table = "session_notes"
+)]
+pub struct SessionNote {
+    /// Record id.
+    pub id: Uuid,
+    /// Owning tenant.
+    pub tenant_id: Uuid,
+    /// Ages the row.
+    pub created_at: DateTime<Utc>,
+    /// The note.
+    pub body: String,
+}
+
+/// A case contact whose personal data is scrubbed rather than deleted.
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "case-contacts",
+    anchor = "created_at",
+    id = "b7316df4-7db5-46ad-aea7-f65c4b430f73",
+    table = "case_contacts"
+)]
+pub struct CaseContact {
+    /// Record id.
+    pub id: Uuid,
+    /// Owning tenant.
+    pub tenant_id: Uuid,
+    /// Ages the row.
+    pub created_at: DateTime<Utc>,
+    /// Set when the row was anonymised.
+    pub anonymised_at: Option<DateTime<Utc>>,
+    /// Scrubbed to NULL.
+    #[cohort(anonymise = "null")]
+    pub email: Option<String>,
+    /// Scrubbed to the empty string.
+    #[cohort(anonymise = "empty")]
+    pub full_name: String,
+    /// Scrubbed to a fixed text.
+    #[cohort(anonymise(literal = "[redacted]"))]
+    pub phone: String,
+}
+
+/// Keeps an e-mail address's domain, drops the local part.
+pub struct KeepDomain;
+
+impl cohort::Anonymiser for KeepDomain {
+    fn anonymise(original: Option<&str>) -> Option<String> {
+        let domain = original?.rsplit_once('@')?.1;
+        Some(format!("redacted@{domain}"))
+    }
+}
+
+/// Anonymisers in a module, to check `anonymise_with` takes a path.
+pub mod anonymisers {
+    /// Replaces any value with `"x"`.
+    pub struct Cross;
+
+    impl cohort::Anonymiser for Cross {
+        fn anonymise(_original: Option<&str>) -> Option<String> {
+            Some("x".to_owned())
+        }
+    }
+}
+
+/// Every marker, renamed columns, a schema, a custom anonymiser and two
+/// erasure subjects; keys spread over several attributes.
+#[derive(cohort::Retained)]
+#[cohort(category = "referrals", anchor = "received")]
+#[cohort(id = "5E0C4B1A7F2D4C3B9A8E6D5C4B3A2F10", schema = "clinic")]
+pub struct ReferralLetter {
+    /// Record id under a non-default name and column.
+    #[cohort(record_id, column = "referral_id")]
+    pub key: Uuid,
+    /// Tenant under a non-default name.
+    #[cohort(tenant)]
+    #[cohort(column = "org_id")]
+    pub organisation: Uuid,
+    /// Soft-delete flag.
+    #[cohort(soft_delete)]
+    pub removed: bool,
+    /// Soft-delete time.
+    #[cohort(deleted_at)]
+    pub removed_at: std::option::Option<DateTime<Utc>>,
+    /// Anonymisation time.
+    #[cohort(anonymised_at, column = "scrubbed")]
+    pub scrubbed_at: core::option::Option<DateTime<Utc>>,
+    /// Ages the row (its column is renamed too).
+    #[cohort(column = "received_at")]
+    pub received: DateTime<Utc>,
+    /// The patient: an erasure subject.
+    #[cohort(erasure_subject)]
+    pub patient_id: Uuid,
+    /// The referrer's address: custom anonymiser and second erasure subject.
+    #[cohort(anonymise_with = KeepDomain, erasure_subject)]
+    pub referrer_email: String,
+    /// A custom anonymiser named by a module path.
+    #[cohort(anonymise_with = anonymisers::Cross)]
+    pub notes: Option<String>,
+    /// A raw identifier.
+    pub r#type: String,
+}
+
+/// Tenantless, with the default (snake_case) table name.
+#[derive(cohort::Retained)]
+#[cohort(category = "system-events", anchor = "at")]
+#[cohort(id = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", tenantless)]
+pub struct SystemEventLog {
+    /// Record id.
+    pub id: i64,
+    /// Ages the row.
+    pub at: DateTime<Utc>,
+    /// What happened.
+    pub message: String,
+}
+
+/// Explicitly exempt, without an id.
+#[derive(cohort::Retained)]
+#[cohort(exempt = "statutory accounting records, kept outside Cohort")]
+pub struct Invoice {
+    /// Record id.
+    pub id: Uuid,
+    /// Owning tenant.
+    pub tenant_id: Uuid,
+}
+
+/// Explicitly exempt, with an id and a table.
+#[derive(cohort::Retained)]
+#[cohort(
+    exempt = "reference data",
+    id = "c0ffee00-0000-4000-8000-000000000001",
+    table = "countries"
+)]
+pub struct Country {
+    /// ISO code.
+    pub code: String,
+}
+
+/// Generic types work when the attributes do not mention the parameters.
+#[derive(cohort::Retained)]
+#[cohort(category = "payloads", anchor = "created_at")]
+#[cohort(id = "9d1c2b3a-4e5f-4a6b-8c7d-0e1f2a3b4c5d")]
+pub struct Payload<T: Send> {
+    /// Record id.
+    pub id: Uuid,
+    /// Ages the row.
+    pub created_at: DateTime<Utc>,
+    /// The payload.
+    #[cohort(anonymise = "null")]
+    pub data: Option<T>,
+}
+
+fn field(descriptor: &EntityDescriptor, field: &'static str) -> FieldDescriptor {
+    match descriptor.field(field) {
+        Some(found) => *found,
+        None => panic!("{} has no field {field}", descriptor.type_name),
+    }
+}
+
+fn fd(
+    field: &'static str,
+    column: &'static str,
+    optional: bool,
+    rust_type: &'static str,
+) -> FieldDescriptor {
+    FieldDescriptor {
+        field,
+        column,
+        optional,
+        rust_type,
+    }
+}
+
+/// The anonymise methods as comparable text (`AnonymiseMethod` has no
+/// `PartialEq`: it holds function pointers).
+fn methods(anonymise: &[AnonymisedField]) -> Vec<(&'static str, String)> {
+    anonymise
+        .iter()
+        .map(|a| {
+            let method = match a.method {
+                AnonymiseMethod::Null => "null".to_owned(),
+                AnonymiseMethod::EmptyString => "empty".to_owned(),
+                AnonymiseMethod::Literal(text) => format!("literal {text}"),
+                AnonymiseMethod::Custom(custom) => format!("custom {}", custom.name),
+            };
+            (a.field, method)
+        })
+        .collect()
+}
+
+// contract: M1
+// contract: M2
+#[test]
+fn session_note_is_retained_with_its_stable_id() {
+    let d = SessionNote::descriptor();
+    assert_eq!(d.type_name, "SessionNote");
+    assert_eq!(
+        d.membership,
+        Membership::Retained {
+            category: "session-notes",
+            anchor: "created_at"
+        }
+    );
+    assert_eq!(
+        d.entity_id,
+        Some(Uuid::parse_str("a3f467fe-c5d0-4f17-9897-83c373cc1dc8").expect("valid uuid"))
+    );
+    assert_eq!(d.table, "session_notes");
+    assert_eq!(d.schema, None);
+    assert!(!d.tenantless);
+    assert_eq!(
+        d.fields,
+        &[
+            fd("id", "id", false, "Uuid"),
+            fd("tenant_id", "tenant_id", false, "Uuid"),
+            fd("created_at", "created_at", false, "DateTime<Utc>"),
+            fd("body", "body", false, "String"),
+        ]
+    );
+    assert_eq!(d.markers, Markers::default());
+    assert!(d.anonymise.is_empty());
+    assert!(d.erasure_subjects.is_empty());
+    // The same static every time.
+    assert!(std::ptr::eq(d, SessionNote::descriptor()));
+}
+
+// contract: M6
+#[test]
+fn case_contact_anonymises_with_null_empty_and_literal() {
+    let d = CaseContact::descriptor();
+    assert_eq!(d.type_name, "CaseContact");
+    assert_eq!(
+        d.membership,
+        Membership::Retained {
+            category: "case-contacts",
+            anchor: "created_at"
+        }
+    );
+    assert_eq!(
+        d.entity_id,
+        Some(Uuid::from_u128(0xb7316df4_7db5_46ad_aea7_f65c4b430f73))
+    );
+    assert_eq!(d.table, "case_contacts");
+    assert_eq!(d.schema, None);
+    assert!(!d.tenantless);
+    assert_eq!(
+        d.fields,
+        &[
+            fd("id", "id", false, "Uuid"),
+            fd("tenant_id", "tenant_id", false, "Uuid"),
+            fd("created_at", "created_at", false, "DateTime<Utc>"),
+            fd(
+                "anonymised_at",
+                "anonymised_at",
+                true,
+                "Option<DateTime<Utc>>"
+            ),
+            fd("email", "email", true, "Option<String>"),
+            fd("full_name", "full_name", false, "String"),
+            fd("phone", "phone", false, "String"),
+        ]
+    );
+    // Roles are left to conventions: no explicit markers.
+    assert_eq!(d.markers, Markers::default());
+    assert_eq!(
+        methods(d.anonymise),
+        [
+            ("email", "null".to_owned()),
+            ("full_name", "empty".to_owned()),
+            ("phone", "literal [redacted]".to_owned()),
+        ]
+    );
+    assert!(d.erasure_subjects.is_empty());
+}
+
+#[test]
+fn markers_renames_and_schema() {
+    let d = ReferralLetter::descriptor();
+    assert_eq!(d.type_name, "ReferralLetter");
+    assert_eq!(
+        d.membership,
+        Membership::Retained {
+            category: "referrals",
+            anchor: "received"
+        }
+    );
+    assert_eq!(
+        d.entity_id,
+        Some(Uuid::from_u128(0x5e0c4b1a_7f2d_4c3b_9a8e_6d5c4b3a2f10))
+    );
+    assert_eq!(d.table, "referral_letter");
+    assert_eq!(d.schema, Some("clinic"));
+    assert!(!d.tenantless);
+    assert_eq!(
+        d.markers,
+        Markers {
+            record_id: Some("key"),
+            tenant: Some("organisation"),
+            soft_delete: Some("removed"),
+            deleted_at: Some("removed_at"),
+            anonymised_at: Some("scrubbed_at"),
+        }
+    );
+    assert_eq!(
+        d.fields,
+        &[
+            fd("key", "referral_id", false, "Uuid"),
+            fd("organisation", "org_id", false, "Uuid"),
+            fd("removed", "removed", false, "bool"),
+            fd(
+                "removed_at",
+                "removed_at",
+                true,
+                "std::option::Option<DateTime<Utc>>"
+            ),
+            fd(
+                "scrubbed_at",
+                "scrubbed",
+                true,
+                "core::option::Option<DateTime<Utc>>"
+            ),
+            fd("received", "received_at", false, "DateTime<Utc>"),
+            fd("patient_id", "patient_id", false, "Uuid"),
+            fd("referrer_email", "referrer_email", false, "String"),
+            fd("notes", "notes", true, "Option<String>"),
+            fd("type", "type", false, "String"),
+        ]
+    );
+    // The anchor names a field; its column comes from the field descriptor.
+    assert_eq!(field(d, "received").column, "received_at");
+}
+
+// contract: M6
+#[test]
+fn custom_anonymisers_are_called_through_the_descriptor() {
+    let d = ReferralLetter::descriptor();
+    assert_eq!(
+        methods(d.anonymise),
+        [
+            ("referrer_email", "custom KeepDomain".to_owned()),
+            ("notes", "custom Cross".to_owned()),
+        ]
+    );
+    let AnonymiseMethod::Custom(keep_domain) = d.anonymise[0].method else {
+        panic!("referrer_email should use a custom anonymiser");
+    };
+    assert_eq!(
+        (keep_domain.anonymise)(Some("ann@example.org")).as_deref(),
+        Some("redacted@example.org")
+    );
+    assert_eq!((keep_domain.anonymise)(None), None);
+    let AnonymiseMethod::Custom(cross) = d.anonymise[1].method else {
+        panic!("notes should use a custom anonymiser");
+    };
+    assert_eq!((cross.anonymise)(None).as_deref(), Some("x"));
+}
+
+// contract: M7
+#[test]
+fn several_erasure_subjects() {
+    assert_eq!(
+        ReferralLetter::descriptor().erasure_subjects,
+        &["patient_id", "referrer_email"]
+    );
+}
+
+#[test]
+fn tenantless_type_with_default_table() {
+    let d = SystemEventLog::descriptor();
+    assert_eq!(d.type_name, "SystemEventLog");
+    assert!(d.tenantless);
+    assert_eq!(d.table, "system_event_log");
+    assert_eq!(d.schema, None);
+    assert_eq!(
+        d.membership,
+        Membership::Retained {
+            category: "system-events",
+            anchor: "at"
+        }
+    );
+    assert_eq!(
+        d.entity_id,
+        Some(Uuid::from_u128(0x0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0))
+    );
+    assert_eq!(d.markers, Markers::default());
+    assert_eq!(
+        d.fields,
+        &[
+            fd("id", "id", false, "i64"),
+            fd("at", "at", false, "DateTime<Utc>"),
+            fd("message", "message", false, "String"),
+        ]
+    );
+    assert!(d.anonymise.is_empty());
+    assert!(d.erasure_subjects.is_empty());
+}
+
+// contract: M1
+#[test]
+fn exempt_types_carry_their_reason() {
+    let d = Invoice::descriptor();
+    assert_eq!(d.type_name, "Invoice");
+    assert_eq!(
+        d.membership,
+        Membership::Exempt {
+            reason: "statutory accounting records, kept outside Cohort"
+        }
+    );
+    assert_eq!(d.entity_id, None);
+    assert_eq!(d.table, "invoice");
+    assert_eq!(d.schema, None);
+    assert!(!d.tenantless);
+    assert_eq!(
+        d.fields,
+        &[
+            fd("id", "id", false, "Uuid"),
+            fd("tenant_id", "tenant_id", false, "Uuid"),
+        ]
+    );
+    assert_eq!(d.markers, Markers::default());
+    assert!(d.anonymise.is_empty());
+    assert!(d.erasure_subjects.is_empty());
+
+    let d = Country::descriptor();
+    assert_eq!(
+        d.membership,
+        Membership::Exempt {
+            reason: "reference data"
+        }
+    );
+    assert_eq!(
+        d.entity_id,
+        Some(Uuid::from_u128(0xc0ffee00_0000_4000_8000_000000000001))
+    );
+    assert_eq!(d.table, "countries");
+    assert_eq!(d.fields, &[fd("code", "code", false, "String")]);
+}
+
+#[test]
+fn generic_types() {
+    let d = <Payload<Vec<u8>> as Retained>::descriptor();
+    assert!(std::ptr::eq(d, <Payload<String> as Retained>::descriptor()));
+    assert_eq!(d.type_name, "Payload");
+    assert_eq!(d.table, "payload");
+    assert_eq!(field(d, "data"), fd("data", "data", true, "Option<T>"));
+    assert_eq!(methods(d.anonymise), [("data", "null".to_owned())]);
+}
+
+// Each case in tests/ui is one compile-time rejection, with the message and
+// span recorded in its .stderr file. M1: neither_retained_nor_exempt,
+// exempt_with_category, exempt_with_anchor, category_without_anchor.
+// M2: missing_id, malformed_id, nil_id. M4: duplicate_marker.
+// M5: tenantless_with_tenant. M6: anonymise_null_not_option.
+// contract: M1, M2, M4, M5, M6
+#[test]
+fn compile_errors() {
+    trybuild::TestCases::new().compile_fail("tests/ui/*.rs");
+}
