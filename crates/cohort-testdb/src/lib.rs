@@ -67,18 +67,28 @@ impl Server {
             PgConnection::connect_with(&admin)
                 .await
                 .map_err(|e| err(format!("cannot connect to DATABASE_URL: {e}")))?;
-            return Ok(Server { admin, origin: "DATABASE_URL" });
+            return Ok(Server {
+                admin,
+                origin: "DATABASE_URL",
+            });
         }
         let local: PgConnectOptions = LOCAL_SERVER.parse().map_err(|e| err(format!("{e}")))?;
-        let probe = tokio::time::timeout(Duration::from_secs(3), PgConnection::connect_with(&local));
+        let probe =
+            tokio::time::timeout(Duration::from_secs(3), PgConnection::connect_with(&local));
         if let Ok(Ok(conn)) = probe.await {
             let _ = conn.close().await;
-            return Ok(Server { admin: local, origin: "local server at 127.0.0.1:5432" });
+            return Ok(Server {
+                admin: local,
+                origin: "local server at 127.0.0.1:5432",
+            });
         }
         let cluster = tokio::task::spawn_blocking(start_private_cluster)
             .await
             .map_err(|e| err(format!("cluster start panicked: {e}")))??;
-        Ok(Server { admin: cluster, origin: "private throwaway cluster" })
+        Ok(Server {
+            admin: cluster,
+            origin: "private throwaway cluster",
+        })
     }
 
     /// Connection options for a database on this server.
@@ -174,7 +184,10 @@ impl TestDb {
 
     /// Runs a script of SQL statements (simple protocol, several statements allowed).
     pub async fn exec(&self, sql: &str) {
-        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).execute(&self.pool).await {
+        if let Err(e) = sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+            .execute(&self.pool)
+            .await
+        {
             panic!("cohort-testdb: setup SQL failed: {e}\n{sql}");
         }
     }
@@ -190,7 +203,10 @@ impl Drop for TestDb {
         // Dropping a database needs async I/O; do it on a thread of its own so
         // Drop works in and out of a runtime.
         let handle = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             // The pool's connections belong to the test's runtime, which is
@@ -200,8 +216,8 @@ impl Drop for TestDb {
                     let _ = sqlx::query(AssertSqlSafe(format!(
                         "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
                     )))
-                        .execute(&mut c)
-                        .await;
+                    .execute(&mut c)
+                    .await;
                     let _ = c.close().await;
                 }
             });
@@ -253,8 +269,11 @@ fn pg_command(binary: &Path, as_postgres: bool) -> Command {
 }
 
 fn free_port() -> Result<u16, ServerError> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| err(format!("no free port: {e}")))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| err(format!("no free port: {e}")))
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| err(format!("no free port: {e}")))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| err(format!("no free port: {e}")))
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<(), ServerError> {
@@ -286,15 +305,24 @@ fn start_private_cluster() -> Result<PgConnectOptions, ServerError> {
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     ));
     let data = dir.join("data");
-    std::fs::create_dir_all(&dir).map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
     if as_postgres {
-        run(Command::new("chown").arg("postgres:").arg(&dir), "chown of the cluster directory")?;
+        run(
+            Command::new("chown").arg("postgres:").arg(&dir),
+            "chown of the cluster directory",
+        )?;
     }
     run(
-        pg_command(&initdb, as_postgres)
-            .arg("-D")
-            .arg(&data)
-            .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]),
+        pg_command(&initdb, as_postgres).arg("-D").arg(&data).args([
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ]),
         "initdb",
     )?;
     let port = free_port()?;
@@ -307,9 +335,17 @@ fn start_private_cluster() -> Result<PgConnectOptions, ServerError> {
     let script = format!(
         "while kill -0 {me} 2>/dev/null; do sleep 1; done; {stop}; rm -rf '{dir}'",
         stop = if as_postgres {
-            format!("runuser -u postgres -- '{}' -D '{}' stop -m immediate", pg_ctl.display(), data.display())
+            format!(
+                "runuser -u postgres -- '{}' -D '{}' stop -m immediate",
+                pg_ctl.display(),
+                data.display()
+            )
         } else {
-            format!("'{}' -D '{}' stop -m immediate", pg_ctl.display(), data.display())
+            format!(
+                "'{}' -D '{}' stop -m immediate",
+                pg_ctl.display(),
+                data.display()
+            )
         },
         dir = dir.display()
     );

@@ -9,8 +9,8 @@ pub mod schema;
 mod sql;
 
 pub use error::{Error, Result};
-pub use sql::ident::IdentProblem;
 pub use model::{Anonymiser, Retained};
+pub use sql::ident::IdentProblem;
 
 /// `#[derive(Retained)]`: see the [`model`] module.
 pub use cohort_derive::Retained;

@@ -40,7 +40,9 @@ async fn the_ddl_creates_five_tables_in_one_schema_and_they_are_ready() {
 async fn readiness_reports_missing_tables_and_never_creates_them() {
     let db = TestDb::new().await;
     let mut conn = db.pool().acquire().await.expect("conn");
-    let report = check_readiness(&mut conn, &SchemaName::public()).await.expect("readiness");
+    let report = check_readiness(&mut conn, &SchemaName::public())
+        .await
+        .expect("readiness");
     assert!(!report.is_ready());
     let missing: Vec<&str> = report
         .problems
@@ -51,10 +53,16 @@ async fn readiness_reports_missing_tables_and_never_creates_them() {
         })
         .collect();
     assert_eq!(missing, TABLES.to_vec());
-    assert!(tables_in(&db, "public").await.is_empty(), "readiness must not create tables");
+    assert!(
+        tables_in(&db, "public").await.is_empty(),
+        "readiness must not create tables"
+    );
     let err = report.into_result().expect_err("not ready");
     assert!(matches!(err, cohort::Error::SchemaNotReady(_)));
-    assert!(err.to_string().contains("table sweep_run is missing"), "{err}");
+    assert!(
+        err.to_string().contains("table sweep_run is missing"),
+        "{err}"
+    );
 }
 
 // contract: D3
@@ -78,9 +86,14 @@ async fn readiness_lists_every_broken_column_key_index_and_check_together() {
     )
     .await;
     let mut conn = db.pool().acquire().await.expect("conn");
-    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    let report = check_readiness(&mut conn, &schema)
+        .await
+        .expect("readiness");
     let expected = vec![
-        ReadinessProblem::MissingColumn { table: "sweep_run", column: "settled_at" },
+        ReadinessProblem::MissingColumn {
+            table: "sweep_run",
+            column: "settled_at",
+        },
         ReadinessProblem::WrongColumnType {
             table: "sweep_run",
             column: "error",
@@ -88,8 +101,14 @@ async fn readiness_lists_every_broken_column_key_index_and_check_together() {
             found: "character varying(200)".into(),
         },
         // Dropping settled_at took the CHECK that names it.
-        ReadinessProblem::MissingCheck { table: "sweep_run", constraint: "sweep_run_settled_check" },
-        ReadinessProblem::MissingPrimaryKey { table: "sweep_run_entity_summary", columns: &["summary_id"] },
+        ReadinessProblem::MissingCheck {
+            table: "sweep_run",
+            constraint: "sweep_run_settled_check",
+        },
+        ReadinessProblem::MissingPrimaryKey {
+            table: "sweep_run_entity_summary",
+            columns: &["summary_id"],
+        },
         ReadinessProblem::MissingUniqueIndex {
             table: "sweep_run_row_detail",
             columns: &["run_id", "retained_entity_id", "record_id"],
@@ -103,7 +122,10 @@ async fn readiness_lists_every_broken_column_key_index_and_check_together() {
             column: "reason",
             expected_not_null: true,
         },
-        ReadinessProblem::MissingCheck { table: "retention_holds", constraint: "retention_holds_expiry_check" },
+        ReadinessProblem::MissingCheck {
+            table: "retention_holds",
+            constraint: "retention_holds_expiry_check",
+        },
     ];
     assert_eq!(report.problems, expected, "{report}");
     let text = report.to_string();
@@ -114,15 +136,21 @@ async fn readiness_lists_every_broken_column_key_index_and_check_together() {
 #[tokio::test]
 async fn a_missing_speed_index_is_a_logged_warning_and_any_index_on_its_columns_serves() {
     let (db, schema) = db_with_cohort("public").await;
-    db.exec("DROP INDEX retention_holds_record_idx; DROP INDEX sweep_run_status_started_idx;").await;
+    db.exec("DROP INDEX retention_holds_record_idx; DROP INDEX sweep_run_status_started_idx;")
+        .await;
     let mut conn = db.pool().acquire().await.expect("conn");
     let logs = LogCapture::start();
-    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    let report = check_readiness(&mut conn, &schema)
+        .await
+        .expect("readiness");
     assert!(report.is_ready(), "{report}");
     assert_eq!(
         report.warnings,
         vec![
-            ReadinessWarning::MissingIndex { table: "sweep_run", columns: &["status", "started_at"] },
+            ReadinessWarning::MissingIndex {
+                table: "sweep_run",
+                columns: &["status", "started_at"]
+            },
             ReadinessWarning::MissingIndex {
                 table: "retention_holds",
                 columns: &["retained_entity_id", "record_id"],
@@ -131,7 +159,10 @@ async fn a_missing_speed_index_is_a_logged_warning_and_any_index_on_its_columns_
     );
     let logged = logs.text();
     assert!(logged.contains("WARN"), "{logged}");
-    assert!(logged.contains("retention_holds has no index on (retained_entity_id, record_id)"), "{logged}");
+    assert!(
+        logged.contains("retention_holds has no index on (retained_entity_id, record_id)"),
+        "{logged}"
+    );
     drop(logs);
 
     // A unique index with other name, and a wider non-unique one, on the same key columns serve.
@@ -140,14 +171,21 @@ async fn a_missing_speed_index_is_a_logged_warning_and_any_index_on_its_columns_
          CREATE INDEX my_runs ON sweep_run (status, started_at);",
     )
     .await;
-    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    let report = check_readiness(&mut conn, &schema)
+        .await
+        .expect("readiness");
     assert!(report.warnings.is_empty(), "{report}");
 }
 
 // contract: D6
 #[tokio::test]
 async fn schema_names_that_need_quoting_work() {
-    for name in ["Retention", "retention data", r#"we"ird"#, r#"x"; DROP TABLE public.victim; --"#] {
+    for name in [
+        "Retention",
+        "retention data",
+        r#"we"ird"#,
+        r#"x"; DROP TABLE public.victim; --"#,
+    ] {
         let db = TestDb::new().await;
         db.exec("CREATE TABLE public.victim (id int)").await;
         let schema = SchemaName::new(name).expect("valid");
@@ -155,9 +193,15 @@ async fn schema_names_that_need_quoting_work() {
         let mut expected: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
         expected.sort();
         assert_eq!(tables_in(&db, name).await, expected, "schema {name:?}");
-        assert_eq!(tables_in(&db, "public").await, vec!["victim".to_string()], "nothing escaped the quoting");
+        assert_eq!(
+            tables_in(&db, "public").await,
+            vec!["victim".to_string()],
+            "nothing escaped the quoting"
+        );
         let mut conn = db.pool().acquire().await.expect("conn");
-        let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+        let report = check_readiness(&mut conn, &schema)
+            .await
+            .expect("readiness");
         assert!(report.is_ready(), "{name:?}: {report}");
     }
 }
@@ -184,19 +228,39 @@ async fn a_hostile_search_path_and_same_named_tables_elsewhere_change_nothing() 
     .await;
     // New connections get the hostile search_path.
     let mut conn = db.connect().await;
-    let path: String = sqlx::query("SHOW search_path").fetch_one(&mut conn).await.expect("show").get(0);
+    let path: String = sqlx::query("SHOW search_path")
+        .fetch_one(&mut conn)
+        .await
+        .expect("show")
+        .get(0);
     assert_eq!(path, "evil, pg_catalog, public");
-    let shadowed: String = sqlx::query("SELECT format_type(23, -1)").fetch_one(&mut conn).await.expect("q").get(0);
-    assert_eq!(shadowed, "garbage", "the shadowing function is really in effect");
+    let shadowed: String = sqlx::query("SELECT format_type(23, -1)")
+        .fetch_one(&mut conn)
+        .await
+        .expect("q")
+        .get(0);
+    assert_eq!(
+        shadowed, "garbage",
+        "the shadowing function is really in effect"
+    );
 
-    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    let report = check_readiness(&mut conn, &schema)
+        .await
+        .expect("readiness");
     assert!(report.is_ready(), "{report}");
     assert!(report.warnings.is_empty(), "{report}");
 
     // The look-alike in public is judged on its own and never mistaken for ours.
-    let report = check_readiness(&mut conn, &SchemaName::public()).await.expect("readiness");
-    assert!(report.problems.contains(&ReadinessProblem::MissingColumn { table: "sweep_run", column: "run_id" }));
-    assert!(report.problems.contains(&ReadinessProblem::MissingTable { table: "retention_holds" }));
+    let report = check_readiness(&mut conn, &SchemaName::public())
+        .await
+        .expect("readiness");
+    assert!(report.problems.contains(&ReadinessProblem::MissingColumn {
+        table: "sweep_run",
+        column: "run_id"
+    }));
+    assert!(report.problems.contains(&ReadinessProblem::MissingTable {
+        table: "retention_holds"
+    }));
 }
 
 // contract: D8
@@ -207,28 +271,51 @@ async fn readiness_of_one_schema_never_reads_another() {
     let other = SchemaName::new("retention").expect("valid");
     let report = check_readiness(&mut conn, &other).await.expect("readiness");
     assert_eq!(report.problems.len(), 5, "{report}");
-    assert!(report.problems.iter().all(|p| matches!(p, ReadinessProblem::MissingTable { .. })));
+    assert!(
+        report
+            .problems
+            .iter()
+            .all(|p| matches!(p, ReadinessProblem::MissingTable { .. }))
+    );
 }
 
 #[tokio::test]
 async fn readiness_joins_an_open_transaction_without_ending_it() {
     let (db, schema) = db_with_cohort("public").await;
     let mut tx = db.pool().begin().await.expect("begin");
-    sqlx::query("CREATE TABLE scratch (id int)").execute(&mut *tx).await.expect("create");
+    sqlx::query("CREATE TABLE scratch (id int)")
+        .execute(&mut *tx)
+        .await
+        .expect("create");
     let report = check_readiness(&mut tx, &schema).await.expect("readiness");
     assert!(report.is_ready());
     // The caller's transaction is still open and usable; search_path is not left pinned.
-    let path: String = sqlx::query("SHOW search_path").fetch_one(&mut *tx).await.expect("show").get(0);
+    let path: String = sqlx::query("SHOW search_path")
+        .fetch_one(&mut *tx)
+        .await
+        .expect("show")
+        .get(0);
     assert_eq!(path, r#""$user", public"#);
     tx.rollback().await.expect("rollback");
-    assert!(!tables_in(&db, "public").await.contains(&"scratch".to_string()));
+    assert!(
+        !tables_in(&db, "public")
+            .await
+            .contains(&"scratch".to_string())
+    );
 }
 
 #[test]
 fn bad_schema_names_are_clear_errors() {
-    for (name, needle) in [("", "is empty"), ("a\0b", "NUL"), (&"s".repeat(64), "63 bytes")] {
+    for (name, needle) in [
+        ("", "is empty"),
+        ("a\0b", "NUL"),
+        (&"s".repeat(64), "63 bytes"),
+    ] {
         let err = SchemaName::new(name).expect_err("rejected");
-        assert!(matches!(err, cohort::Error::InvalidIdentifier { what: "schema", .. }));
+        assert!(matches!(
+            err,
+            cohort::Error::InvalidIdentifier { what: "schema", .. }
+        ));
         assert!(err.to_string().contains(needle), "{err}");
     }
 }

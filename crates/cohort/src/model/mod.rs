@@ -3,6 +3,6 @@
 mod descriptor;
 
 pub use descriptor::{
-    AnonymiseMethod, AnonymisedField, Anonymiser, CustomAnonymiser, EntityDescriptor, FieldDescriptor,
-    Markers, Membership, Retained,
+    AnonymiseMethod, AnonymisedField, Anonymiser, CustomAnonymiser, EntityDescriptor,
+    FieldDescriptor, Markers, Membership, Retained,
 };

@@ -49,11 +49,13 @@ impl SchemaName {
     /// assert!(SchemaName::new("a\0b").is_err());
     /// ```
     pub fn new(name: &str) -> Result<SchemaName, Error> {
-        Ident::new(name).map(SchemaName).map_err(|problem| Error::InvalidIdentifier {
-            what: "schema",
-            name: name.escape_default().to_string(),
-            problem,
-        })
+        Ident::new(name)
+            .map(SchemaName)
+            .map_err(|problem| Error::InvalidIdentifier {
+                what: "schema",
+                name: name.escape_default().to_string(),
+                problem,
+            })
     }
 
     /// The `public` schema.

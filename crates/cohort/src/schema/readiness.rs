@@ -90,7 +90,13 @@ const SPEC: [TableSpec; 5] = [
             col("updated_at", TS, true),
         ],
         primary_key: &["summary_id"],
-        unique: &[&["run_id", "retained_entity_id", "category", "tenant_id", "strategy"]],
+        unique: &[&[
+            "run_id",
+            "retained_entity_id",
+            "category",
+            "tenant_id",
+            "strategy",
+        ]],
         checks: &[
             "sweep_run_entity_summary_strategy_check",
             "sweep_run_entity_summary_status_check",
@@ -160,7 +166,10 @@ const SPEC: [TableSpec; 5] = [
         ],
         primary_key: &["hold_id"],
         unique: &[],
-        checks: &["retention_holds_record_id_check", "retention_holds_expiry_check"],
+        checks: &[
+            "retention_holds_record_id_check",
+            "retention_holds_expiry_check",
+        ],
         speed: &[&["retained_entity_id", "record_id"]],
     },
 ];
@@ -239,10 +248,19 @@ impl fmt::Display for ReadinessProblem {
             ReadinessProblem::MissingColumn { table, column } => {
                 write!(f, "column {table}.{column} is missing")
             }
-            ReadinessProblem::WrongColumnType { table, column, expected, found } => {
+            ReadinessProblem::WrongColumnType {
+                table,
+                column,
+                expected,
+                found,
+            } => {
                 write!(f, "column {table}.{column} is {found}, expected {expected}")
             }
-            ReadinessProblem::WrongNullability { table, column, expected_not_null } => {
+            ReadinessProblem::WrongNullability {
+                table,
+                column,
+                expected_not_null,
+            } => {
                 if *expected_not_null {
                     write!(f, "column {table}.{column} must be NOT NULL")
                 } else {
@@ -250,7 +268,11 @@ impl fmt::Display for ReadinessProblem {
                 }
             }
             ReadinessProblem::MissingPrimaryKey { table, columns } => {
-                write!(f, "table {table} needs PRIMARY KEY ({})", columns.join(", "))
+                write!(
+                    f,
+                    "table {table} needs PRIMARY KEY ({})",
+                    columns.join(", ")
+                )
             }
             ReadinessProblem::MissingUniqueIndex { table, columns } => write!(
                 f,
@@ -313,7 +335,11 @@ impl ReadinessReport {
 
     /// `Ok(self)` when ready, otherwise [`Error::SchemaNotReady`].
     pub fn into_result(self) -> Result<ReadinessReport, Error> {
-        if self.is_ready() { Ok(self) } else { Err(Error::SchemaNotReady(self)) }
+        if self.is_ready() {
+            Ok(self)
+        } else {
+            Err(Error::SchemaNotReady(self))
+        }
     }
 }
 
@@ -322,7 +348,12 @@ impl fmt::Display for ReadinessReport {
         if self.is_ready() {
             writeln!(f, "schema {:?}: ready", self.schema.as_str())?;
         } else {
-            writeln!(f, "schema {:?}: {} problem(s)", self.schema.as_str(), self.problems.len())?;
+            writeln!(
+                f,
+                "schema {:?}: {} problem(s)",
+                self.schema.as_str(),
+                self.problems.len()
+            )?;
         }
         for p in &self.problems {
             writeln!(f, "  - {p}")?;
@@ -454,7 +485,11 @@ pub async fn check_readiness(
     restore_search_path(&mut tx, &previous_path).await?;
     tx.commit().await?;
 
-    let mut report = ReadinessReport { schema: schema.clone(), problems: Vec::new(), warnings: Vec::new() };
+    let mut report = ReadinessReport {
+        schema: schema.clone(),
+        problems: Vec::new(),
+        warnings: Vec::new(),
+    };
     for spec in &SPEC {
         judge_table(spec, &tables, &columns, &checks, &indexes, &mut report);
     }
@@ -478,12 +513,17 @@ fn judge_table(
 ) {
     let t = spec.name;
     if !tables.contains(t) {
-        report.problems.push(ReadinessProblem::MissingTable { table: t });
+        report
+            .problems
+            .push(ReadinessProblem::MissingTable { table: t });
         return;
     }
     for c in spec.columns {
         match columns.get(&(t.to_owned(), c.name.to_owned())) {
-            None => report.problems.push(ReadinessProblem::MissingColumn { table: t, column: c.name }),
+            None => report.problems.push(ReadinessProblem::MissingColumn {
+                table: t,
+                column: c.name,
+            }),
             Some((ty, not_null)) => {
                 if ty != c.ty {
                     report.problems.push(ReadinessProblem::WrongColumnType {
@@ -505,21 +545,35 @@ fn judge_table(
     }
     let on_table = || indexes.iter().filter(|i| i.table == t);
     if !on_table().any(|i| i.primary && same_set(&i.columns, spec.primary_key)) {
-        report.problems.push(ReadinessProblem::MissingPrimaryKey { table: t, columns: spec.primary_key });
+        report.problems.push(ReadinessProblem::MissingPrimaryKey {
+            table: t,
+            columns: spec.primary_key,
+        });
     }
     for key in spec.unique {
         let usable: Vec<&IndexInfo> = on_table()
             .filter(|i| i.unique && !i.partial_or_expression && same_set(&i.columns, key))
             .collect();
         if usable.is_empty() {
-            report.problems.push(ReadinessProblem::MissingUniqueIndex { table: t, columns: key });
+            report.problems.push(ReadinessProblem::MissingUniqueIndex {
+                table: t,
+                columns: key,
+            });
         } else if usable.iter().all(|i| i.deferrable) {
-            report.problems.push(ReadinessProblem::DeferrableUniqueIndex { table: t, columns: key });
+            report
+                .problems
+                .push(ReadinessProblem::DeferrableUniqueIndex {
+                    table: t,
+                    columns: key,
+                });
         }
     }
     for name in spec.checks {
         if !checks.contains(&(t.to_owned(), (*name).to_owned())) {
-            report.problems.push(ReadinessProblem::MissingCheck { table: t, constraint: name });
+            report.problems.push(ReadinessProblem::MissingCheck {
+                table: t,
+                constraint: name,
+            });
         }
     }
     for key in spec.speed {
@@ -529,7 +583,10 @@ fn judge_table(
                 && i.columns.iter().zip(key.iter()).all(|(a, b)| a == b)
         });
         if !served {
-            report.warnings.push(ReadinessWarning::MissingIndex { table: t, columns: key });
+            report.warnings.push(ReadinessWarning::MissingIndex {
+                table: t,
+                columns: key,
+            });
         }
     }
 }

@@ -27,7 +27,10 @@ pub(crate) async fn pin_search_path(conn: &mut PgConnection) -> Result<String, s
 }
 
 /// Puts back the `search_path` that [`pin_search_path`] replaced.
-pub(crate) async fn restore_search_path(conn: &mut PgConnection, previous: &str) -> Result<(), sqlx::Error> {
+pub(crate) async fn restore_search_path(
+    conn: &mut PgConnection,
+    previous: &str,
+) -> Result<(), sqlx::Error> {
     sqlx::query("SELECT pg_catalog.set_config('search_path', $1, true)")
         .bind(previous)
         .execute(conn)

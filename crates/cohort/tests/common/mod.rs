@@ -29,7 +29,10 @@ impl LogCapture {
             .with_max_level(tracing::Level::TRACE)
             .with_writer(move || CaptureWriter(writer.clone()))
             .finish();
-        LogCapture { buf, _guard: tracing::subscriber::set_default(subscriber) }
+        LogCapture {
+            buf,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
     }
 
     pub fn text(&self) -> String {
