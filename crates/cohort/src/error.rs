@@ -2,6 +2,7 @@
 
 use crate::schema::ReadinessReport;
 use crate::sql::ident::IdentProblem;
+use crate::validate::ValidationReport;
 
 /// Everything that can go wrong in Cohort, as variants a caller can act on.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +23,10 @@ pub enum Error {
     /// Apply [`crate::schema::ddl`] in a migration; the report lists every problem.
     #[error("Cohort's tables are not ready:\n{0}")]
     SchemaNotReady(ReadinessReport),
+
+    /// Start-up validation found problems; the report lists every one.
+    #[error("Cohort's model is invalid: {0}")]
+    Validation(ValidationReport),
 
     /// A database error Cohort did not expect.
     #[error("database error: {0}")]

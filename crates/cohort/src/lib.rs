@@ -3,14 +3,26 @@
 //! Annotation-driven data retention for PostgreSQL.
 #![doc = include_str!("../../../docs/crate-intro.md")]
 
+mod catalog;
+mod cohort;
+mod config;
 mod error;
+pub mod ledger;
 pub mod model;
+pub mod policy;
 pub mod schema;
 mod sql;
+mod validate;
 
+pub use cohort::{Cohort, CohortBuilder};
+pub use config::{MAX_BATCH_SIZE, MAX_TIMEOUT, Options};
 pub use error::{Error, Result};
-pub use model::{Anonymiser, Retained};
+pub use model::{Anonymiser, Conventions, Retained};
+pub use policy::{
+    Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
+};
 pub use sql::ident::IdentProblem;
+pub use validate::{ValidationProblem, ValidationReport};
 
 /// `#[derive(Retained)]`: see the [`model`] module.
 pub use cohort_derive::Retained;

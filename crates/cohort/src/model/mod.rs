@@ -1,7 +1,10 @@
 //! The model: what the host declares about its row types.
 
+mod conventions;
 mod descriptor;
+pub(crate) mod resolved;
 
+pub use conventions::Conventions;
 pub use descriptor::{
     AnonymiseMethod, AnonymisedField, Anonymiser, CustomAnonymiser, EntityDescriptor,
     FieldDescriptor, Markers, Membership, Retained,

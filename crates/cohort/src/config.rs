@@ -1,0 +1,142 @@
+//! Options: typed, deserialisable, validated at start-up.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Conventions;
+
+/// The largest batch Cohort accepts. Each row of a batch takes one advisory
+/// lock, and PostgreSQL's shared lock table holds
+/// `max_locks_per_transaction * max_connections` (6,400 by default) for all
+/// sessions together.
+pub const MAX_BATCH_SIZE: u32 = 5_000;
+
+/// The longest timeout Cohort accepts for observers, claims and settling (one week).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Cohort's options. Deserialise them from wherever the host keeps its
+/// configuration (`serde`), or build them in code; [`Options::validate`]
+/// (run by the builder) lists every problem at once.
+///
+/// ```
+/// let options: cohort::Options = serde_json::from_str(
+///     r#"{ "schema": "retention", "batch_size": 500, "conventions": { "tenant": "organisation_id" } }"#,
+/// )?;
+/// assert_eq!(options.batch_size, 500);
+/// assert_eq!(options.conventions.record_id, "id");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Options {
+    /// The schema of Cohort's five tables (default `public`).
+    pub schema: String,
+    /// The schema of retained tables whose type names none (default `public`).
+    pub default_table_schema: String,
+    /// Rows per committed batch (default 1,000; 1 to [`MAX_BATCH_SIZE`]).
+    pub batch_size: u32,
+    /// Field-name conventions for role fields.
+    pub conventions: Conventions,
+    /// How long one observer may take for one event (default 5 s).
+    #[serde(with = "humantime_secs")]
+    pub observer_timeout: Duration,
+    /// After how long a run still `Started` whose owner is gone is marked
+    /// failed (default 1 hour).
+    #[serde(with = "humantime_secs")]
+    pub settle_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            schema: "public".into(),
+            default_table_schema: "public".into(),
+            batch_size: 1_000,
+            conventions: Conventions::default(),
+            observer_timeout: Duration::from_secs(5),
+            settle_timeout: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl Options {
+    /// Every problem with these options, empty when they are usable.
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Err(e) = crate::schema::SchemaName::new(&self.schema) {
+            problems.push(format!("options.schema: {e}"));
+        }
+        if let Err(e) = crate::schema::SchemaName::new(&self.default_table_schema) {
+            problems.push(format!("options.default_table_schema: {e}"));
+        }
+        if self.batch_size == 0 || self.batch_size > MAX_BATCH_SIZE {
+            problems.push(format!(
+                "options.batch_size is {}; it must be between 1 and {MAX_BATCH_SIZE}",
+                self.batch_size
+            ));
+        }
+        for (name, value) in [
+            ("observer_timeout", self.observer_timeout),
+            ("settle_timeout", self.settle_timeout),
+        ] {
+            if value.is_zero() || value > MAX_TIMEOUT {
+                problems.push(format!(
+                    "options.{name} is {value:?}; it must be above zero and at most 7 days"
+                ));
+            }
+        }
+        let c = &self.conventions;
+        for (name, value) in [
+            ("record_id", &c.record_id),
+            ("tenant", &c.tenant),
+            ("soft_delete", &c.soft_delete),
+            ("deleted_at", &c.deleted_at),
+            ("anonymised_at", &c.anonymised_at),
+        ] {
+            if value.is_empty() {
+                problems.push(format!("options.conventions.{name} is empty"));
+            }
+        }
+        problems
+    }
+}
+
+/// Durations in configuration are whole or fractional seconds (`5`, `0.5`).
+mod humantime_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // contract: C1
+    #[test]
+    fn every_bad_option_is_listed_at_once() {
+        let options = Options {
+            schema: String::new(),
+            batch_size: 0,
+            observer_timeout: Duration::ZERO,
+            settle_timeout: Duration::from_secs(8 * 24 * 3600),
+            ..Options::default()
+        };
+        let problems = options.validate();
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert!(problems[0].contains("options.schema"));
+        assert!(problems[1].contains("batch_size is 0"));
+        assert!(Options::default().validate().is_empty());
+        assert!(serde_json::from_str::<Options>(r#"{"observer_timeout": -1}"#).is_err());
+    }
+}
