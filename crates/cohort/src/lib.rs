@@ -10,6 +10,7 @@ mod error;
 pub mod ledger;
 pub mod model;
 pub mod policy;
+mod run;
 pub mod schema;
 mod sql;
 mod validate;
@@ -17,10 +18,12 @@ mod validate;
 pub use cohort::{Cohort, CohortBuilder};
 pub use config::{MAX_BATCH_SIZE, MAX_TIMEOUT, Options};
 pub use error::{Error, Result};
+pub use ledger::{RunStatus, Trigger};
 pub use model::{Anonymiser, Conventions, Retained};
 pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
+pub use run::{EntityFailure, Preview, PreviewEntry, SweepOptions, SweepResult};
 pub use sql::ident::IdentProblem;
 pub use validate::{ValidationProblem, ValidationReport};
 

@@ -37,3 +37,10 @@ pub(crate) async fn restore_search_path(
         .await
         .map(|_| ())
 }
+
+pub(crate) mod entity;
+
+/// The one door through which SQL text built at run time reaches sqlx. Only
+/// this module's builders (quoted identifiers, catalog type names, fixed
+/// fragments) may produce such text.
+pub(crate) use sqlx::AssertSqlSafe;

@@ -1,0 +1,107 @@
+//! Sanitized failures: what the ledger stores instead of an error message.
+
+use std::fmt;
+
+use uuid::Uuid;
+
+/// What kind of failure, as stored in the ledger. Machine-safe by construction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// A database error (the SQLSTATE says which).
+    Database,
+    /// The rule provider returned an error.
+    RuleProvider,
+    /// The rule provider panicked.
+    RuleProviderPanic,
+    /// The category resolved to no rule.
+    UnresolvedCategory,
+    /// The resolved strategy was not declared in the category's capabilities.
+    UndeclaredStrategy,
+    /// The strategy does not fit the type's columns.
+    UnsupportedStrategy,
+    /// Erasure refused a soft-delete category (no opt-in).
+    SoftDeleteRefused,
+    /// A custom anonymiser panicked.
+    AnonymiserPanic,
+    /// The run was abandoned by its owner and recovered after the settle timeout.
+    Abandoned,
+}
+
+impl FailureKind {
+    fn as_str(&self) -> &'static str {
+        match self {
+            FailureKind::Database => "Database",
+            FailureKind::RuleProvider => "RuleProvider",
+            FailureKind::RuleProviderPanic => "RuleProviderPanic",
+            FailureKind::UnresolvedCategory => "UnresolvedCategory",
+            FailureKind::UndeclaredStrategy => "UndeclaredStrategy",
+            FailureKind::UnsupportedStrategy => "UnsupportedStrategy",
+            FailureKind::SoftDeleteRefused => "SoftDeleteRefused",
+            FailureKind::AnonymiserPanic => "AnonymiserPanic",
+            FailureKind::Abandoned => "Abandoned",
+        }
+    }
+}
+
+/// A sanitized failure: its kind, the SQLSTATE when there is one, and a
+/// random diagnostic id. Never a message, a stack, an SQL value or a subject.
+/// The full error is logged through `tracing` with the same diagnostic id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// What kind of failure.
+    pub kind: FailureKind,
+    /// The PostgreSQL SQLSTATE, for database errors.
+    pub sqlstate: Option<String>,
+    /// Correlates the stored envelope with the logged error.
+    pub diagnostic_id: Uuid,
+}
+
+impl Failure {
+    /// Records `detail` in the log (with the diagnostic id) and returns the envelope.
+    pub(crate) fn logged(
+        kind: FailureKind,
+        sqlstate: Option<String>,
+        detail: &dyn fmt::Display,
+    ) -> Failure {
+        let failure = Failure {
+            kind,
+            sqlstate,
+            diagnostic_id: Uuid::new_v4(),
+        };
+        tracing::error!(
+            diagnostic_id = %failure.diagnostic_id,
+            kind = failure.kind.as_str(),
+            sqlstate = failure.sqlstate.as_deref().unwrap_or(""),
+            error = %detail,
+            "cohort operation failed"
+        );
+        failure
+    }
+
+    /// From a database error.
+    pub(crate) fn from_sqlx(e: &sqlx::Error) -> Failure {
+        let sqlstate = match e {
+            sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+            _ => None,
+        };
+        Failure::logged(FailureKind::Database, sqlstate, e)
+    }
+
+    /// A Cohort-defined reason, with nothing to log beyond the kind.
+    pub(crate) fn reason(kind: FailureKind, detail: &dyn fmt::Display) -> Failure {
+        Failure::logged(kind, None, detail)
+    }
+}
+
+impl fmt::Display for Failure {
+    /// The stored envelope: `{"kind":"Database","sqlstate":"42P01","diagnostic_id":"..."}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = serde_json::json!({
+            "kind": self.kind.as_str(),
+            "sqlstate": self.sqlstate,
+            "diagnostic_id": self.diagnostic_id.to_string(),
+        });
+        write!(f, "{value}")
+    }
+}

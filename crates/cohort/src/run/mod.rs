@@ -1,0 +1,77 @@
+//! Preview and sweep (erasure shares the same execution model).
+
+mod batch;
+mod plan;
+mod preview;
+mod sweep;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+pub use preview::{Preview, PreviewEntry};
+
+use crate::ledger::{EntitySummary, Failure, RunStatus};
+
+/// How a sweep runs.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct SweepOptions {
+    /// Count and write the ledger, but change no row.
+    pub dry_run: bool,
+    /// Cancels the run at the next batch boundary; committed batches stay.
+    pub cancellation: Option<CancellationToken>,
+}
+
+impl SweepOptions {
+    /// A dry run: counts and ledger, no changes.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
+    /// Stops the run when `token` is cancelled.
+    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+        self.cancellation = Some(token);
+        self
+    }
+}
+
+/// One entity that failed during a run; the others went on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntityFailure {
+    /// The retained-entity id.
+    pub entity_id: Uuid,
+    /// The Rust type.
+    pub entity_type: &'static str,
+    /// The sanitized failure (the ledger stores the same).
+    pub failure: Failure,
+}
+
+/// What a sweep did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepResult {
+    /// The run's id in `sweep_run`.
+    pub run_id: Uuid,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Whether it was a dry run.
+    pub dry_run: bool,
+    /// The logical time, in UTC.
+    pub now: DateTime<Utc>,
+    /// One summary per entity processed, in processing order.
+    pub summaries: Vec<EntitySummary>,
+    /// The entities that failed.
+    pub entity_failures: Vec<EntityFailure>,
+}
+
+impl SweepResult {
+    /// Rows changed by the run (or that would have been, in a dry run).
+    pub fn affected(&self) -> u64 {
+        self.summaries.iter().map(|s| s.affected).sum()
+    }
+}
+
+pub(crate) fn cancelled(token: &Option<CancellationToken>) -> bool {
+    token.as_ref().is_some_and(CancellationToken::is_cancelled)
+}
