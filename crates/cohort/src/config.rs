@@ -45,6 +45,11 @@ pub struct Options {
     /// failed (default 1 hour).
     #[serde(with = "humantime_secs")]
     pub settle_timeout: Duration,
+    /// How long holds that no longer protect (expired or removed) are kept
+    /// before [`crate::holds::Holds::prune`] deletes them; `None` (the default)
+    /// keeps them forever.
+    #[serde(with = "humantime_secs_opt")]
+    pub inactive_hold_retention: Option<Duration>,
 }
 
 impl Default for Options {
@@ -56,6 +61,7 @@ impl Default for Options {
             conventions: Conventions::default(),
             observer_timeout: Duration::from_secs(5),
             settle_timeout: Duration::from_secs(3600),
+            inactive_hold_retention: None,
         }
     }
 }
@@ -84,6 +90,14 @@ impl Options {
                 problems.push(format!(
                     "options.{name} is {value:?}; it must be above zero and at most 7 days"
                 ));
+            }
+        }
+        if let Some(r) = self.inactive_hold_retention {
+            if r.is_zero() {
+                problems.push(
+                    "options.inactive_hold_retention is zero; use None to keep holds forever"
+                        .into(),
+                );
             }
         }
         let c = &self.conventions;
@@ -115,6 +129,31 @@ mod humantime_secs {
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let secs = f64::deserialize(d)?;
         Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Optional durations in seconds; `null` or absent means `None`.
+mod humantime_secs_opt {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        match Option::<f64>::deserialize(d)? {
+            Some(secs) => Duration::try_from_secs_f64(secs)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
     }
 }
 

@@ -7,6 +7,7 @@ mod catalog;
 mod cohort;
 mod config;
 mod error;
+pub mod holds;
 pub mod ledger;
 pub mod model;
 pub mod policy;

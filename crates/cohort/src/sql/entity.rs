@@ -161,7 +161,7 @@ impl EntitySql {
             Strategy::Anonymise => {
                 let mut sets = Vec::new();
                 let mut param = 5;
-                let mut unnest = vec!["$4::pg_catalog.text[]".to_owned()];
+                let mut unnest = vec!["pg_catalog.unnest($4::pg_catalog.text[])".to_owned()];
                 let mut names = vec!["tid".to_owned()];
                 for a in &e.anonymise {
                     let col = &a.column.name;
@@ -176,7 +176,7 @@ impl EntitySql {
                     }
                 }
                 for (i, a) in customs.iter().enumerate() {
-                    unnest.push(format!("${param}::pg_catalog.text[]"));
+                    unnest.push(format!("pg_catalog.unnest(${param}::pg_catalog.text[])"));
                     names.push(format!("n{i}"));
                     sets.push(format!("{} = v.n{i}", a.column.name));
                     param += 1;
@@ -186,7 +186,7 @@ impl EntitySql {
                 }
                 format!(
                     "UPDATE {table} AS t SET {sets} \
-                     FROM pg_catalog.unnest({unnest}) AS v({names}) \
+                     FROM ROWS FROM ({unnest}) AS v({names}) \
                      WHERE t.ctid = v.tid::pg_catalog.tid AND {recheck} \
                      RETURNING (t.{rid})::pg_catalog.text",
                     sets = sets.join(", "),

@@ -2,6 +2,8 @@
 //! helpers to install Cohort's tables.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod models;
+
 pub use cohort_testdb::TestDb;
 
 use cohort::schema::{SchemaName, ddl};
@@ -50,4 +52,102 @@ impl std::io::Write for CaptureWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cohort::policy::ProviderError;
+use cohort::{Capabilities, ResolutionContext, Rule, RuleProvider};
+use futures_util::future::BoxFuture;
+
+/// What the test provider answers for a category.
+#[derive(Clone)]
+pub enum Answer {
+    Rule(Rule),
+    NoRule,
+    Error,
+    Panic,
+}
+
+/// A rule provider for tests: fixed capabilities and answers per category,
+/// and a record of every resolution context it saw.
+#[derive(Clone, Default)]
+pub struct TestRules {
+    pub capabilities: HashMap<String, Capabilities>,
+    pub answers: Arc<Mutex<HashMap<String, Answer>>>,
+    pub seen: Arc<Mutex<Vec<(String, Option<uuid::Uuid>, chrono::DateTime<chrono::Utc>)>>>,
+}
+
+impl TestRules {
+    pub fn new() -> TestRules {
+        TestRules::default()
+    }
+
+    /// Declares `caps` for `category` and answers with `rule`.
+    pub fn with(mut self, category: &str, caps: Capabilities, rule: Rule) -> TestRules {
+        self.capabilities.insert(category.into(), caps);
+        self.answers
+            .lock()
+            .expect("answers")
+            .insert(category.into(), Answer::Rule(rule));
+        self
+    }
+
+    /// Declares `caps` for `category` and answers with `answer`.
+    pub fn answering(mut self, category: &str, caps: Capabilities, answer: Answer) -> TestRules {
+        self.capabilities.insert(category.into(), caps);
+        self.answers
+            .lock()
+            .expect("answers")
+            .insert(category.into(), answer);
+        self
+    }
+
+    /// Changes the answer for a category (capabilities stay as declared).
+    pub fn set(&self, category: &str, answer: Answer) {
+        self.answers
+            .lock()
+            .expect("answers")
+            .insert(category.into(), answer);
+    }
+}
+
+impl RuleProvider for TestRules {
+    fn capabilities(&self, category: &str) -> Option<Capabilities> {
+        self.capabilities.get(category).cloned()
+    }
+
+    fn resolve<'a>(
+        &'a self,
+        ctx: ResolutionContext<'a>,
+    ) -> BoxFuture<'a, Result<Option<Rule>, ProviderError>> {
+        self.seen.lock().expect("seen").push((
+            ctx.category.to_owned(),
+            ctx.tenant.map(|t| t.id),
+            ctx.now,
+        ));
+        let answer = self
+            .answers
+            .lock()
+            .expect("answers")
+            .get(ctx.category)
+            .cloned();
+        Box::pin(async move {
+            match answer {
+                Some(Answer::Rule(r)) => Ok(Some(r)),
+                Some(Answer::NoRule) | None => Ok(None),
+                Some(Answer::Error) => Err("the policy service is down: secret-token-123".into()),
+                Some(Answer::Panic) => panic!("provider bug"),
+            }
+        })
+    }
+}
+
+/// Counts rows of a table (test-side SQL).
+pub async fn count(db: &TestDb, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(db.pool())
+        .await
+        .expect("count query")
 }

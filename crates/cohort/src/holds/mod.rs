@@ -1,0 +1,1 @@
+//! Legal holds and host deletions that respect them (being written).
