@@ -154,6 +154,12 @@ impl CohortBuilder {
                 fix: "apply cohort::schema::ddl in a migration".into(),
             });
         }
+        // Catalog type names are read with only pg_catalog on the path, so
+        // every other type comes back schema-qualified and stays unambiguous
+        // whatever search_path a later session has.
+        sqlx::query("SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)")
+            .execute(&mut *tx)
+            .await?;
         let registration = Registration {
             descriptors: &self.descriptors,
             options: &self.options,

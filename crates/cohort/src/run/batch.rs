@@ -29,7 +29,7 @@ pub(crate) struct Counts {
 
 /// Pins `search_path` for the current (own) transaction.
 pub(crate) async fn pin(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)")
+    sqlx::query(crate::sql::PIN_SEARCH_PATH)
         .execute(conn)
         .await
         .map(|_| ())

@@ -8,21 +8,24 @@ pub(crate) use ident::{Ident, QualifiedName};
 
 use sqlx::PgConnection;
 
-/// Pins `search_path` to `pg_catalog` for the rest of the current transaction,
-/// so that even an unqualified operator cannot resolve to a host's (or an
-/// attacker's) schema. Every statement Cohort writes is qualified as well; this
-/// is the second wall.
-///
-/// Returns the previous value for [`restore_search_path`]: a transaction-local
-/// setting outlives a savepoint's release, so code that runs inside a caller's
-/// transaction must put it back.
+/// The statement that puts `pg_catalog` first on `search_path` for the rest
+/// of the current transaction, ahead of whatever the session had. Built-in
+/// functions and operators then cannot be shadowed by a schema earlier on the
+/// path, while the host's own triggers, defaults and policies (which run inside
+/// Cohort's statements) still find their unqualified tables. Every statement
+/// Cohort writes is qualified as well; this is the second wall.
+pub(crate) const PIN_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', \
+     'pg_catalog, ' OPERATOR(pg_catalog.||) pg_catalog.current_setting('search_path'), true)";
+
+/// Pins `search_path` (see [`PIN_SEARCH_PATH`]) and returns the previous value
+/// for [`restore_search_path`]: a transaction-local setting outlives a
+/// savepoint's release, so code that runs inside a caller's transaction must
+/// put it back.
 pub(crate) async fn pin_search_path(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
     let previous: String = sqlx::query_scalar("SELECT pg_catalog.current_setting('search_path')")
         .fetch_one(&mut *conn)
         .await?;
-    sqlx::query("SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)")
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(PIN_SEARCH_PATH).execute(&mut *conn).await?;
     Ok(previous)
 }
 

@@ -151,3 +151,32 @@ pub async fn count(db: &TestDb, sql: &str) -> i64 {
         .await
         .expect("count query")
 }
+
+/// A pool whose connections act as an unprivileged role (`cohort_test_app`),
+/// so row-level security applies to them (superusers bypass it).
+pub async fn app_pool(db: &TestDb) -> sqlx::PgPool {
+    db.exec(
+        r#"
+        DO $$ BEGIN
+          CREATE ROLE cohort_test_app NOLOGIN;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+        END $$;
+        GRANT ALL ON ALL TABLES IN SCHEMA public TO cohort_test_app;
+        GRANT ALL ON SCHEMA public TO cohort_test_app;
+        "#,
+    )
+    .await;
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query("SET ROLE cohort_test_app")
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect_with(db.options())
+        .await
+        .expect("app pool")
+}
