@@ -696,3 +696,86 @@ async fn two_sweeps_racing_change_and_report_each_row_once_for_every_strategy() 
         );
     }
 }
+
+// contract: D5, D9
+#[tokio::test]
+async fn readiness_is_checked_before_the_started_row_and_only_success_is_cached() {
+    let db = setup().await;
+    notes(&db, 3).await;
+    let cohort = cohort_with(&db, rules(Strategy::Purge), 100).await;
+    // The schema breaks after start-up: every entry point refuses before writing.
+    db.exec("ALTER TABLE sweep_run_row_detail DROP CONSTRAINT sweep_run_row_detail_action_check")
+        .await;
+    for attempt in 0..2 {
+        let err = cohort
+            .sweep(&scope(), Utc::now())
+            .await
+            .expect_err("not ready");
+        assert!(
+            matches!(err, cohort::Error::SchemaNotReady(_)),
+            "attempt {attempt}: {err}"
+        );
+        let err = cohort
+            .preview(&scope(), Utc::now())
+            .await
+            .expect_err("not ready");
+        assert!(matches!(err, cohort::Error::SchemaNotReady(_)));
+        let err = cohort.settle_abandoned_runs().await.expect_err("not ready");
+        assert!(matches!(err, cohort::Error::SchemaNotReady(_)));
+    }
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM sweep_run").await,
+        0,
+        "no Started row"
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 3);
+    // The failure was not cached: once repaired, the next call runs.
+    db.exec(
+        "ALTER TABLE sweep_run_row_detail ADD CONSTRAINT sweep_run_row_detail_action_check \
+         CHECK (action IN ('Purge', 'SoftDelete', 'Anonymise'))",
+    )
+    .await;
+    let result = cohort
+        .sweep(&scope(), Utc::now())
+        .await
+        .expect("ready again");
+    assert_eq!(result.affected(), 3);
+    // Success is cached: a later break is not re-checked (the run fails on the
+    // missing table instead, after readiness).
+    db.exec("ALTER TABLE sweep_run_row_detail DROP CONSTRAINT sweep_run_row_detail_action_check")
+        .await;
+    assert!(cohort.preview(&scope(), Utc::now()).await.is_ok());
+}
+
+// contract: X9
+#[tokio::test]
+async fn a_sweep_never_joins_the_callers_transaction() {
+    let db = setup().await;
+    notes(&db, 2).await;
+    let cohort = cohort_with(&db, rules(Strategy::Purge), 100).await;
+    let mut caller = db.pool().begin().await.expect("begin");
+    // Uncommitted work of the caller: invisible to the sweep and not committed by it.
+    sqlx::query(
+        "INSERT INTO session_notes VALUES ('00000000-0000-0000-0000-000000000099', $1, now() - interval '99 days', 'x')",
+    )
+    .bind(tenant())
+    .execute(&mut *caller)
+    .await
+    .expect("insert");
+    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    assert_eq!(result.affected(), 2);
+    caller.rollback().await.expect("rollback");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM session_notes").await,
+        0,
+        "the sweep's own work stayed committed"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM sweep_run WHERE status = 'Succeeded'"
+        )
+        .await,
+        1
+    );
+}
