@@ -1,7 +1,4 @@
-//! # Cohort
-//!
-//! Annotation-driven data retention for PostgreSQL.
-#![doc = include_str!("../../../docs/crate-intro.md")]
+#![doc = include_str!("../../../README.md")]
 
 mod catalog;
 mod cohort;
