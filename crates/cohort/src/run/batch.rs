@@ -6,7 +6,9 @@
 use std::panic::AssertUnwindSafe;
 
 use chrono::{DateTime, Utc};
-use sqlx::{Acquire, PgConnection, Row};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::{Query, QueryScalar};
+use sqlx::{Acquire, PgConnection, Postgres, Row};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -18,6 +20,9 @@ use crate::model::resolved::ResolvedEntity;
 use crate::policy::{AuditDetail, Strategy};
 use crate::sql::AssertSqlSafe;
 use crate::sql::entity::EntitySql;
+
+type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
+type PgQueryScalar<'q, O> = QueryScalar<'q, Postgres, O, PgArguments>;
 
 /// Counts measured directly from the table.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,15 +51,15 @@ pub(crate) async fn measure(
     tenant: Option<Uuid>,
     cutoff: DateTime<Utc>,
     entity_id: Uuid,
+    subject: Option<&str>,
 ) -> Result<Counts, sqlx::Error> {
     let mut tx = conn.begin().await?;
     pin(&mut tx).await?;
-    let row = sqlx::query(AssertSqlSafe(sql.count.clone()))
-        .bind(tenant)
-        .bind(cutoff)
-        .bind(entity_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let mut query = sqlx::query(AssertSqlSafe(sql.count.clone())).bind(tenant).bind(cutoff).bind(entity_id);
+    if let Some(subject) = subject {
+        query = query.bind(subject.to_owned());
+    }
+    let row = query.fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok(Counts {
         eligible: count(row.try_get("eligible")?),
@@ -71,6 +76,8 @@ pub(crate) struct EntityBatches<'a> {
     pub(crate) ledger: &'a Ledger,
     pub(crate) key: SummaryKey<'a>,
     pub(crate) tenant: Option<Uuid>,
+    /// The erasure subject (`$4`), for erasures.
+    pub(crate) subject: Option<&'a str>,
     pub(crate) batch_size: u32,
     pub(crate) cancellation: &'a Option<CancellationToken>,
 }
@@ -144,23 +151,21 @@ impl EntityBatches<'_> {
             None => sqlx::query(AssertSqlSafe(self.sql.candidates_first.clone())),
             Some(_) => sqlx::query(AssertSqlSafe(self.sql.candidates_after.clone())),
         };
-        let mut query = query
-            .bind(self.tenant)
-            .bind(self.plan.cutoff)
-            .bind(self.entity_id())
-            .bind(limit);
+        let mut query = self.common(query).bind(limit);
         if let Some((anchor, rid)) = cursor.as_ref() {
-            query = query.bind(*anchor).bind(rid.clone());
+            if !self.sql.erasure {
+                query = query.bind(*anchor);
+            }
+            query = query.bind(rid.clone());
         }
         let rows = query.fetch_all(&mut *tx).await.map_err(db)?;
         let Some(last) = rows.last() else {
             tx.commit().await.map_err(db)?;
             return Ok(None);
         };
-        *cursor = Some((
-            last.try_get("anchor").map_err(db)?,
-            last.try_get("record_id").map_err(db)?,
-        ));
+        // Erasure candidates may have a NULL anchor; their keyset is the record id alone.
+        let last_anchor: Option<DateTime<Utc>> = last.try_get("anchor").map_err(db)?;
+        *cursor = Some((last_anchor.unwrap_or(DateTime::<Utc>::MIN_UTC), last.try_get("record_id").map_err(db)?));
         let mut tids = Vec::with_capacity(rows.len());
         let mut records = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -170,10 +175,8 @@ impl EntityBatches<'_> {
 
         // 2. The rows' advisory locks, in key order; a row whose lock another
         //    transaction holds (a hold being created, a host deletion) is left.
-        let busy: Vec<String> = sqlx::query_scalar(AssertSqlSafe(self.sql.lock_rows.clone()))
-            .bind(self.tenant)
-            .bind(self.plan.cutoff)
-            .bind(self.entity_id())
+        let busy: Vec<String> = self
+            .common_scalar(sqlx::query_scalar(AssertSqlSafe(self.sql.lock_rows.clone())))
             .bind(&records)
             .fetch_one(&mut *tx)
             .await
@@ -182,10 +185,8 @@ impl EntityBatches<'_> {
 
         // 3. The mutation: a new statement, so a new snapshot that sees every
         //    hold committed before our locks; eligibility and holds re-checked.
-        let mut mutate = sqlx::query_scalar::<_, String>(AssertSqlSafe(self.sql.mutate.clone()))
-            .bind(self.tenant)
-            .bind(self.plan.cutoff)
-            .bind(self.entity_id())
+        let mut mutate = self
+            .common_scalar(sqlx::query_scalar::<_, String>(AssertSqlSafe(self.sql.mutate.clone())))
             .bind(pick(&tids, &keep));
         if strategy == Strategy::Anonymise {
             for a in &self.entity.anonymise {
@@ -236,8 +237,21 @@ impl EntityBatches<'_> {
         Ok(Some(changed))
     }
 
-    fn entity_id(&self) -> Uuid {
-        self.entity.entity_id
+    /// Binds `$1` tenant, `$2` cutoff, `$3` entity and, for an erasure, `$4` subject.
+    fn common<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
+        let q = q.bind(self.tenant).bind(self.plan.cutoff).bind(self.entity.entity_id);
+        match self.subject {
+            Some(s) => q.bind(s.to_owned()),
+            None => q,
+        }
+    }
+
+    fn common_scalar<'q, O>(&self, q: PgQueryScalar<'q, O>) -> PgQueryScalar<'q, O> {
+        let q = q.bind(self.tenant).bind(self.plan.cutoff).bind(self.entity.entity_id);
+        match self.subject {
+            Some(s) => q.bind(s.to_owned()),
+            None => q,
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use crate::cohort::Cohort;
 use crate::error::Error;
 use crate::ledger::Failure;
 use crate::policy::{Scope, Strategy};
-use crate::sql::entity::EntitySql;
+use crate::sql::entity::{EntitySql, Purpose};
 
 /// What a sweep of one entity would do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,8 +77,8 @@ impl Cohort {
                     entry.strategy = Some(plan.rule.strategy);
                     if plan.rule.strategy != Strategy::Exempt {
                         entry.cutoff = Some(plan.cutoff);
-                        let sql = EntitySql::sweep(e, plan.rule.strategy, &inner.schema);
-                        match measure(&mut conn, &sql, tenant, plan.cutoff, e.entity_id).await {
+                        let sql = EntitySql::build(e, plan.rule.strategy, &inner.schema, &Purpose::Sweep);
+                        match measure(&mut conn, &sql, tenant, plan.cutoff, e.entity_id, None).await {
                             Ok(c) => {
                                 entry.eligible = c.eligible;
                                 entry.held = c.held;

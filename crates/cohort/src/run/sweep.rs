@@ -15,7 +15,7 @@ use crate::ledger::{
 };
 use crate::model::resolved::ResolvedEntity;
 use crate::policy::{Scope, Strategy};
-use crate::sql::entity::EntitySql;
+use crate::sql::entity::{EntitySql, Purpose};
 
 /// The advisory lock a run holds for its whole life (session level, on its
 /// own connection), so that a live run is never mistaken for an abandoned one.
@@ -246,10 +246,10 @@ impl Cohort {
             return finish(ledger, conn, run_id, summary, None, false).await;
         }
         summary.cutoff = Some(plan.cutoff);
-        let sql = EntitySql::sweep(e, plan.rule.strategy, &inner.schema);
+        let sql = EntitySql::build(e, plan.rule.strategy, &inner.schema, &Purpose::Sweep);
 
         if options.dry_run {
-            return match measure(conn, &sql, tenant, plan.cutoff, e.entity_id).await {
+            return match measure(conn, &sql, tenant, plan.cutoff, e.entity_id, None).await {
                 Ok(c) => {
                     summary.affected = c.eligible;
                     summary.held = c.held;
@@ -284,6 +284,7 @@ impl Cohort {
                 strategy: Some(plan.rule.strategy),
             },
             tenant,
+            subject: None,
             batch_size: inner.options.batch_size,
             cancellation: &options.cancellation,
         };
@@ -295,7 +296,7 @@ impl Cohort {
         summary.affected = affected;
         if failure.is_none() {
             // Held, left-behind and NULL-anchor rows, measured directly.
-            match measure(conn, &sql, tenant, plan.cutoff, e.entity_id).await {
+            match measure(conn, &sql, tenant, plan.cutoff, e.entity_id, None).await {
                 Ok(c) => {
                     summary.held = c.held;
                     summary.skipped = c.eligible;

@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 
 use crate::model::AnonymiseMethod;
-use crate::model::resolved::ResolvedEntity;
+use crate::model::resolved::{Column, ResolvedEntity};
 use crate::policy::Strategy;
 use crate::schema::SchemaName;
 
@@ -45,34 +45,47 @@ fn active_hold(e: &ResolvedEntity, holds: &str, entity: &str) -> String {
 }
 
 /// Every statement of one entity and strategy.
+///
+/// Parameters: `$1` tenant, `$2` cutoff, `$3` retained-entity id, and for an
+/// erasure `$4` the subject (text). `p` below is the first free parameter:
+/// 4 for a sweep, 5 for an erasure.
 #[derive(Debug, Clone)]
 pub(crate) struct EntitySql {
-    /// Eligible + not held / held / NULL anchors, counted (preview, dry run, measurement).
-    /// Returns one row: `eligible`, `held`, `null_anchor` (bigint).
+    /// Eligible + not held / held / NULL anchors, counted (preview, dry run,
+    /// measurement). Returns one row: `eligible`, `held`, `null_anchor`.
     pub(crate) count: String,
-    /// First candidate batch: `$4` limit. Returns `tid`, `record_id`, `anchor`,
-    /// `rid_text`, then one `c{i}` text column per custom-anonymised column.
+    /// First candidate batch: `$p` limit. Returns `tid`, `record_id`, `anchor`,
+    /// then one `c{i}` text column per custom-anonymised column.
     pub(crate) candidates_first: String,
-    /// Later batches, after the keyset cursor `$5` (anchor), `$6` (record id as text).
+    /// Later batches after the keyset cursor: sweep `$p+1` (anchor) and
+    /// `$p+2` (record id as text); erasure `$p+1` (record id as text).
     pub(crate) candidates_after: String,
-    /// Tries the advisory locks of `$4` record ids (text[]) in key order;
-    /// returns the ids whose lock is held elsewhere.
+    /// Takes the advisory locks of `$p` record ids (text[]) in key order.
+    /// Sweep: tries them and returns the ids whose lock is held elsewhere.
+    /// Erasure: waits for each (an erasure must not miss a row); returns none.
     pub(crate) lock_rows: String,
-    /// The mutation of `$4` tids (text[]), re-checking eligibility and holds on
+    /// The mutation of `$p` tids (text[]), re-checking eligibility and holds on
     /// a new snapshot; returns the canonical record id of each changed row.
-    /// Anonymise: `$5..` literals, then one text[] per custom column (aligned with `$4`).
+    /// Anonymise: `$p+1..` literals, then one text[] per custom column.
     pub(crate) mutate: String,
+    /// The first free parameter number.
+    pub(crate) first_param: usize,
+    /// Whether this is an erasure (keyset on the record id only).
+    pub(crate) erasure: bool,
 }
 
-/// The eligibility conditions of a sweep on row alias `t`.
-fn sweep_eligible(e: &ResolvedEntity, strategy: Strategy) -> String {
-    let mut w = String::new();
-    if let Some(t) = &e.tenant {
-        let _ = write!(w, "t.{} = $1 AND ", t.name);
-    }
-    let _ = write!(w, "t.{} < $2", e.anchor.name);
-    w.push_str(&strategy_pending(e, strategy));
-    w
+/// What the statements are for.
+pub(crate) enum Purpose<'a> {
+    /// A retention sweep: age by the cutoff, skip locked rows.
+    Sweep,
+    /// A subject erasure: match any usable subject column; age only by a
+    /// positive legal minimum; wait for locked rows.
+    Erasure {
+        /// The subject columns whose type accepts the subject.
+        subjects: Vec<&'a Column>,
+        /// Whether a positive legal minimum applies (`anchor < $2`).
+        legal_minimum: bool,
+    },
 }
 
 /// The strategy's own "not done yet" condition (` AND ...`, or empty).
@@ -93,75 +106,119 @@ fn strategy_pending(e: &ResolvedEntity, strategy: Strategy) -> String {
 }
 
 impl EntitySql {
-    /// The statements of a sweep of `e` with `strategy` (not `Exempt`).
-    pub(crate) fn sweep(e: &ResolvedEntity, strategy: Strategy, schema: &SchemaName) -> EntitySql {
+    /// The statements of `purpose` on `e` with `strategy` (not `Exempt`).
+    pub(crate) fn build(e: &ResolvedEntity, strategy: Strategy, schema: &SchemaName, purpose: &Purpose<'_>) -> EntitySql {
         let table = &e.table;
-        let holds = schema.table("retention_holds");
+        let holds = schema.table("retention_holds").to_string();
         let rid = &e.record_id.name;
+        let rid_type = &e.record_id.sql_type;
         let anchor = &e.anchor.name;
-        let eligible = sweep_eligible(e, strategy);
-        let held = active_hold(e, &holds.to_string(), "$3");
-        let tenant_only = match &e.tenant {
+        let pending = strategy_pending(e, strategy);
+        let held = active_hold(e, &holds, "$3");
+        let tenant = match &e.tenant {
             Some(t) => format!("t.{} = $1", t.name),
             None => "true".to_owned(),
         };
-        let count = format!(
-            "SELECT count(*) FILTER (WHERE {eligible} AND NOT {held}) AS eligible, \
-                    count(*) FILTER (WHERE {eligible} AND {held}) AS held, \
-                    count(*) FILTER (WHERE t.{anchor} IS NULL{pending}) AS null_anchor \
-             FROM {table} AS t WHERE {tenant_only} AND (t.{anchor} < $2 OR t.{anchor} IS NULL)",
-            pending = strategy_pending(e, strategy),
-        );
+        let (erasure, p, scope, age) = match purpose {
+            Purpose::Sweep => (false, 4, tenant.clone(), format!(" AND t.{anchor} < $2")),
+            Purpose::Erasure { subjects, legal_minimum } => {
+                let any: Vec<String> =
+                    subjects.iter().map(|c| format!("t.{} = CAST($4::pg_catalog.text AS {})", c.name, c.sql_type)).collect();
+                let matched = if any.is_empty() { "false".to_owned() } else { any.join(" OR ") };
+                let age = if *legal_minimum { format!(" AND t.{anchor} < $2") } else { String::new() };
+                (true, 5, format!("{tenant} AND ({matched})"), age)
+            }
+        };
+        let eligible = format!("{scope}{age}{pending}");
+        let count = match purpose {
+            Purpose::Sweep => format!(
+                "SELECT count(*) FILTER (WHERE {eligible} AND NOT {held}) AS eligible, \
+                        count(*) FILTER (WHERE {eligible} AND {held}) AS held, \
+                        count(*) FILTER (WHERE t.{anchor} IS NULL{pending}) AS null_anchor \
+                 FROM {table} AS t WHERE {scope} AND (t.{anchor} < $2 OR t.{anchor} IS NULL)"
+            ),
+            Purpose::Erasure { legal_minimum, .. } => {
+                let blocked_null = if *legal_minimum { format!("t.{anchor} IS NULL{pending}") } else { "false".into() };
+                format!(
+                    "SELECT count(*) FILTER (WHERE {eligible} AND NOT {held}) AS eligible, \
+                            count(*) FILTER (WHERE {eligible} AND {held}) AS held, \
+                            count(*) FILTER (WHERE {blocked_null}) AS null_anchor \
+                     FROM {table} AS t WHERE {scope}"
+                )
+            }
+        };
         let customs: Vec<_> = e
             .anonymise
             .iter()
-            .filter(|a| {
-                strategy == Strategy::Anonymise && matches!(a.method, AnonymiseMethod::Custom(_))
-            })
+            .filter(|a| strategy == Strategy::Anonymise && matches!(a.method, AnonymiseMethod::Custom(_)))
             .collect();
         let mut select = format!(
-            "SELECT t.ctid::pg_catalog.text AS tid, (t.{rid})::pg_catalog.text AS record_id, (t.{anchor})::pg_catalog.timestamptz AS anchor"
+            "SELECT t.ctid::pg_catalog.text AS tid, (t.{rid})::pg_catalog.text AS record_id, \
+             (t.{anchor})::pg_catalog.timestamptz AS anchor"
         );
         for (i, a) in customs.iter().enumerate() {
             let _ = write!(select, ", (t.{})::pg_catalog.text AS c{i}", a.column.name);
         }
         let base = format!("{select} FROM {table} AS t WHERE {eligible} AND NOT {held}");
-        let tail = format!("ORDER BY t.{anchor}, t.{rid} LIMIT $4 FOR UPDATE OF t SKIP LOCKED");
-        let candidates_first = format!("{base} {tail}");
-        let candidates_after = format!(
-            "{base} AND (t.{anchor}, t.{rid}) > ($5::pg_catalog.timestamptz, CAST($6::pg_catalog.text AS {rid_type})) {tail}",
-            rid_type = e.record_id.sql_type,
-        );
-        let lock_rows = format!(
-            "SELECT COALESCE(pg_catalog.array_agg(s.r) FILTER (WHERE NOT s.got), '{{}}') FROM ( \
-               SELECT o.r, pg_catalog.pg_try_advisory_xact_lock(o.k) AS got FROM ( \
-                 SELECT r, {key} AS k FROM pg_catalog.unnest($4::pg_catalog.text[]) AS r ORDER BY 2) o) s",
-            key = row_lock_key("$3::pg_catalog.uuid", "$1::pg_catalog.uuid", "r"),
-        );
+        let (candidates_first, candidates_after) = if erasure {
+            // Erasure waits for locked rows: a row a concurrent transaction
+            // holds must not be silently missed.
+            let tail = format!("ORDER BY t.{rid} LIMIT ${p} FOR UPDATE OF t");
+            (
+                format!("{base} {tail}"),
+                format!("{base} AND t.{rid} > CAST(${}::pg_catalog.text AS {rid_type}) {tail}", p + 1),
+            )
+        } else {
+            let tail = format!("ORDER BY t.{anchor}, t.{rid} LIMIT ${p} FOR UPDATE OF t SKIP LOCKED");
+            (
+                format!("{base} {tail}"),
+                format!(
+                    "{base} AND (t.{anchor}, t.{rid}) > (${}::pg_catalog.timestamptz, CAST(${}::pg_catalog.text AS {rid_type})) {tail}",
+                    p + 1,
+                    p + 2
+                ),
+            )
+        };
+        let key = row_lock_key("$3::pg_catalog.uuid", "$1::pg_catalog.uuid", "r");
+        let lock_rows = if erasure {
+            format!(
+                "SELECT COALESCE(pg_catalog.array_agg(s.r) FILTER (WHERE false), '{{}}') FROM ( \
+                   SELECT o.r, pg_catalog.pg_advisory_xact_lock(o.k) AS got FROM ( \
+                     SELECT r, {key} AS k FROM pg_catalog.unnest(${p}::pg_catalog.text[]) AS r ORDER BY 2) o) s"
+            )
+        } else {
+            format!(
+                "SELECT COALESCE(pg_catalog.array_agg(s.r) FILTER (WHERE NOT s.got), '{{}}') FROM ( \
+                   SELECT o.r, pg_catalog.pg_try_advisory_xact_lock(o.k) AS got FROM ( \
+                     SELECT r, {key} AS k FROM pg_catalog.unnest(${p}::pg_catalog.text[]) AS r ORDER BY 2) o) s"
+            )
+        };
         let recheck = format!("{eligible} AND NOT {held}");
+        let tids = format!("${p}::pg_catalog.text[]");
         let mutate = match strategy {
             Strategy::Purge | Strategy::Exempt => format!(
-                "DELETE FROM {table} AS t WHERE t.ctid = ANY ($4::pg_catalog.text[]::pg_catalog.tid[]) AND {recheck} \
+                "DELETE FROM {table} AS t WHERE t.ctid = ANY ({tids}::pg_catalog.tid[]) AND {recheck} \
                  RETURNING (t.{rid})::pg_catalog.text"
             ),
             Strategy::SoftDelete => {
-                let mut set = String::new();
+                let mut set = Vec::new();
                 if let Some(flag) = &e.soft_delete {
-                    let _ = write!(set, "{} = true", flag.name);
+                    set.push(format!("{} = true", flag.name));
                 }
                 if let Some(at) = &e.deleted_at {
-                    let _ = write!(set, ", {} = pg_catalog.statement_timestamp()", at.name);
+                    set.push(format!("{} = pg_catalog.statement_timestamp()", at.name));
                 }
                 format!(
                     "UPDATE {table} AS t SET {set} \
-                     WHERE t.ctid = ANY ($4::pg_catalog.text[]::pg_catalog.tid[]) AND {recheck} \
-                     RETURNING (t.{rid})::pg_catalog.text"
+                     WHERE t.ctid = ANY ({tids}::pg_catalog.tid[]) AND {recheck} \
+                     RETURNING (t.{rid})::pg_catalog.text",
+                    set = set.join(", ")
                 )
             }
             Strategy::Anonymise => {
                 let mut sets = Vec::new();
-                let mut param = 5;
-                let mut unnest = vec!["pg_catalog.unnest($4::pg_catalog.text[])".to_owned()];
+                let mut param = p + 1;
+                let mut unnest = vec![format!("pg_catalog.unnest({tids})")];
                 let mut names = vec!["tid".to_owned()];
                 for a in &e.anonymise {
                     let col = &a.column.name;
@@ -195,12 +252,6 @@ impl EntitySql {
                 )
             }
         };
-        EntitySql {
-            count,
-            candidates_first,
-            candidates_after,
-            lock_rows,
-            mutate,
-        }
+        EntitySql { count, candidates_first, candidates_after, lock_rows, mutate, first_param: p, erasure }
     }
 }
