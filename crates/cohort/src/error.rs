@@ -28,6 +28,25 @@ pub enum Error {
     #[error("Cohort's model is invalid: {0}")]
     Validation(ValidationReport),
 
+    /// An erasure subject that is empty, too long, contains NUL, or fits no
+    /// erasure-subject column of the scope's retained types. Nothing was written.
+    #[error("invalid erasure subject: {reason}")]
+    InvalidSubject {
+        /// Why.
+        reason: &'static str,
+    },
+
+    /// An erasure was refused because these types' categories resolve to
+    /// soft-delete, which leaves personal data in the row. Nothing was written;
+    /// opt in with `ErasureRequest::allow_soft_delete` if a flag is enough.
+    #[error(
+        "erasure refused: {entity_types:?} resolve to SoftDelete; opt in with allow_soft_delete"
+    )]
+    SoftDeleteErasureRefused {
+        /// The types concerned.
+        entity_types: Vec<&'static str>,
+    },
+
     /// A database error Cohort did not expect.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

@@ -16,12 +16,15 @@ mod validate;
 pub use cohort::{Cohort, CohortBuilder};
 pub use config::{MAX_BATCH_SIZE, MAX_TIMEOUT, Options};
 pub use error::{Error, Result};
-pub use ledger::{RunStatus, Trigger};
+pub use ledger::{RunKind, RunStatus, Trigger};
 pub use model::{Anonymiser, Conventions, Retained};
 pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
-pub use run::{EntityFailure, Preview, PreviewEntry, SweepOptions, SweepResult};
+pub use run::{
+    EntityFailure, ErasureRequest, ErasureResult, Preview, PreviewEntry, RunResult, Subject,
+    SweepOptions, SweepResult,
+};
 pub use sql::ident::IdentProblem;
 pub use validate::{ValidationProblem, ValidationReport};
 

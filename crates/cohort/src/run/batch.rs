@@ -55,7 +55,10 @@ pub(crate) async fn measure(
 ) -> Result<Counts, sqlx::Error> {
     let mut tx = conn.begin().await?;
     pin(&mut tx).await?;
-    let mut query = sqlx::query(AssertSqlSafe(sql.count.clone())).bind(tenant).bind(cutoff).bind(entity_id);
+    let mut query = sqlx::query(AssertSqlSafe(sql.count.clone()))
+        .bind(tenant)
+        .bind(cutoff)
+        .bind(entity_id);
     if let Some(subject) = subject {
         query = query.bind(subject.to_owned());
     }
@@ -72,6 +75,8 @@ pub(crate) async fn measure(
 pub(crate) struct EntityBatches<'a> {
     pub(crate) entity: &'a ResolvedEntity,
     pub(crate) plan: &'a EntityPlan,
+    /// The `$2` bound to every statement.
+    pub(crate) cutoff: DateTime<Utc>,
     pub(crate) sql: &'a EntitySql,
     pub(crate) ledger: &'a Ledger,
     pub(crate) key: SummaryKey<'a>,
@@ -165,7 +170,10 @@ impl EntityBatches<'_> {
         };
         // Erasure candidates may have a NULL anchor; their keyset is the record id alone.
         let last_anchor: Option<DateTime<Utc>> = last.try_get("anchor").map_err(db)?;
-        *cursor = Some((last_anchor.unwrap_or(DateTime::<Utc>::MIN_UTC), last.try_get("record_id").map_err(db)?));
+        *cursor = Some((
+            last_anchor.unwrap_or(DateTime::<Utc>::MIN_UTC),
+            last.try_get("record_id").map_err(db)?,
+        ));
         let mut tids = Vec::with_capacity(rows.len());
         let mut records = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -176,7 +184,9 @@ impl EntityBatches<'_> {
         // 2. The rows' advisory locks, in key order; a row whose lock another
         //    transaction holds (a hold being created, a host deletion) is left.
         let busy: Vec<String> = self
-            .common_scalar(sqlx::query_scalar(AssertSqlSafe(self.sql.lock_rows.clone())))
+            .common_scalar(sqlx::query_scalar(AssertSqlSafe(
+                self.sql.lock_rows.clone(),
+            )))
             .bind(&records)
             .fetch_one(&mut *tx)
             .await
@@ -186,7 +196,9 @@ impl EntityBatches<'_> {
         // 3. The mutation: a new statement, so a new snapshot that sees every
         //    hold committed before our locks; eligibility and holds re-checked.
         let mut mutate = self
-            .common_scalar(sqlx::query_scalar::<_, String>(AssertSqlSafe(self.sql.mutate.clone())))
+            .common_scalar(sqlx::query_scalar::<_, String>(AssertSqlSafe(
+                self.sql.mutate.clone(),
+            )))
             .bind(pick(&tids, &keep));
         if strategy == Strategy::Anonymise {
             for a in &self.entity.anonymise {
@@ -239,7 +251,10 @@ impl EntityBatches<'_> {
 
     /// Binds `$1` tenant, `$2` cutoff, `$3` entity and, for an erasure, `$4` subject.
     fn common<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
-        let q = q.bind(self.tenant).bind(self.plan.cutoff).bind(self.entity.entity_id);
+        let q = q
+            .bind(self.tenant)
+            .bind(self.cutoff)
+            .bind(self.entity.entity_id);
         match self.subject {
             Some(s) => q.bind(s.to_owned()),
             None => q,
@@ -247,7 +262,10 @@ impl EntityBatches<'_> {
     }
 
     fn common_scalar<'q, O>(&self, q: PgQueryScalar<'q, O>) -> PgQueryScalar<'q, O> {
-        let q = q.bind(self.tenant).bind(self.plan.cutoff).bind(self.entity.entity_id);
+        let q = q
+            .bind(self.tenant)
+            .bind(self.cutoff)
+            .bind(self.entity.entity_id);
         match self.subject {
             Some(s) => q.bind(s.to_owned()),
             None => q,

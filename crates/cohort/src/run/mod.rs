@@ -1,6 +1,8 @@
 //! Preview and sweep (erasure shares the same execution model).
 
 mod batch;
+mod erasure;
+mod execute;
 mod plan;
 mod preview;
 mod sweep;
@@ -9,9 +11,10 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub use erasure::{ErasureRequest, Subject};
 pub use preview::{Preview, PreviewEntry};
 
-use crate::ledger::{EntitySummary, Failure, RunStatus};
+use crate::ledger::{EntitySummary, Failure, RunKind, RunStatus};
 
 /// How a sweep runs.
 #[derive(Debug, Clone, Default)]
@@ -48,11 +51,13 @@ pub struct EntityFailure {
     pub failure: Failure,
 }
 
-/// What a sweep did.
+/// What a sweep or an erasure did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SweepResult {
+pub struct RunResult {
     /// The run's id in `sweep_run`.
     pub run_id: Uuid,
+    /// Sweep or erasure.
+    pub kind: RunKind,
     /// How it ended.
     pub status: RunStatus,
     /// Whether it was a dry run.
@@ -65,7 +70,13 @@ pub struct SweepResult {
     pub entity_failures: Vec<EntityFailure>,
 }
 
-impl SweepResult {
+/// What a sweep did.
+pub type SweepResult = RunResult;
+
+/// What an erasure did; `dry_run` says whether anything was changed.
+pub type ErasureResult = RunResult;
+
+impl RunResult {
     /// Rows changed by the run (or that would have been, in a dry run).
     pub fn affected(&self) -> u64 {
         self.summaries.iter().map(|s| s.affected).sum()

@@ -17,6 +17,8 @@ pub(crate) struct EntityPlan {
     /// The period actually applied (the greater of period and legal minimum).
     pub(crate) applied: Period,
     pub(crate) cutoff: DateTime<Utc>,
+    /// The logical time the plan was made for.
+    pub(crate) now: DateTime<Utc>,
 }
 
 /// Resolves the rule and checks it. Errors are sanitized failures of this entity.
@@ -77,5 +79,6 @@ pub(crate) async fn plan(
         cutoff: applied.cutoff(now),
         applied,
         rule,
+        now,
     })
 }

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::batch::measure;
+use super::execute::in_scope;
 use super::plan::plan;
-use super::sweep::in_scope;
 use crate::cohort::Cohort;
 use crate::error::Error;
 use crate::ledger::Failure;
@@ -77,8 +77,10 @@ impl Cohort {
                     entry.strategy = Some(plan.rule.strategy);
                     if plan.rule.strategy != Strategy::Exempt {
                         entry.cutoff = Some(plan.cutoff);
-                        let sql = EntitySql::build(e, plan.rule.strategy, &inner.schema, &Purpose::Sweep);
-                        match measure(&mut conn, &sql, tenant, plan.cutoff, e.entity_id, None).await {
+                        let sql =
+                            EntitySql::build(e, plan.rule.strategy, &inner.schema, &Purpose::Sweep);
+                        match measure(&mut conn, &sql, tenant, plan.cutoff, e.entity_id, None).await
+                        {
                             Ok(c) => {
                                 entry.eligible = c.eligible;
                                 entry.held = c.held;

@@ -107,7 +107,12 @@ fn strategy_pending(e: &ResolvedEntity, strategy: Strategy) -> String {
 
 impl EntitySql {
     /// The statements of `purpose` on `e` with `strategy` (not `Exempt`).
-    pub(crate) fn build(e: &ResolvedEntity, strategy: Strategy, schema: &SchemaName, purpose: &Purpose<'_>) -> EntitySql {
+    pub(crate) fn build(
+        e: &ResolvedEntity,
+        strategy: Strategy,
+        schema: &SchemaName,
+        purpose: &Purpose<'_>,
+    ) -> EntitySql {
         let table = &e.table;
         let holds = schema.table("retention_holds").to_string();
         let rid = &e.record_id.name;
@@ -121,11 +126,24 @@ impl EntitySql {
         };
         let (erasure, p, scope, age) = match purpose {
             Purpose::Sweep => (false, 4, tenant.clone(), format!(" AND t.{anchor} < $2")),
-            Purpose::Erasure { subjects, legal_minimum } => {
-                let any: Vec<String> =
-                    subjects.iter().map(|c| format!("t.{} = CAST($4::pg_catalog.text AS {})", c.name, c.sql_type)).collect();
-                let matched = if any.is_empty() { "false".to_owned() } else { any.join(" OR ") };
-                let age = if *legal_minimum { format!(" AND t.{anchor} < $2") } else { String::new() };
+            Purpose::Erasure {
+                subjects,
+                legal_minimum,
+            } => {
+                let any: Vec<String> = subjects
+                    .iter()
+                    .map(|c| format!("t.{} = CAST($4::pg_catalog.text AS {})", c.name, c.sql_type))
+                    .collect();
+                let matched = if any.is_empty() {
+                    "false".to_owned()
+                } else {
+                    any.join(" OR ")
+                };
+                let age = if *legal_minimum {
+                    format!(" AND t.{anchor} < $2")
+                } else {
+                    String::new()
+                };
                 (true, 5, format!("{tenant} AND ({matched})"), age)
             }
         };
@@ -138,7 +156,11 @@ impl EntitySql {
                  FROM {table} AS t WHERE {scope} AND (t.{anchor} < $2 OR t.{anchor} IS NULL)"
             ),
             Purpose::Erasure { legal_minimum, .. } => {
-                let blocked_null = if *legal_minimum { format!("t.{anchor} IS NULL{pending}") } else { "false".into() };
+                let blocked_null = if *legal_minimum {
+                    format!("t.{anchor} IS NULL{pending}")
+                } else {
+                    "false".into()
+                };
                 format!(
                     "SELECT count(*) FILTER (WHERE {eligible} AND NOT {held}) AS eligible, \
                             count(*) FILTER (WHERE {eligible} AND {held}) AS held, \
@@ -150,7 +172,9 @@ impl EntitySql {
         let customs: Vec<_> = e
             .anonymise
             .iter()
-            .filter(|a| strategy == Strategy::Anonymise && matches!(a.method, AnonymiseMethod::Custom(_)))
+            .filter(|a| {
+                strategy == Strategy::Anonymise && matches!(a.method, AnonymiseMethod::Custom(_))
+            })
             .collect();
         let mut select = format!(
             "SELECT t.ctid::pg_catalog.text AS tid, (t.{rid})::pg_catalog.text AS record_id, \
@@ -166,10 +190,14 @@ impl EntitySql {
             let tail = format!("ORDER BY t.{rid} LIMIT ${p} FOR UPDATE OF t");
             (
                 format!("{base} {tail}"),
-                format!("{base} AND t.{rid} > CAST(${}::pg_catalog.text AS {rid_type}) {tail}", p + 1),
+                format!(
+                    "{base} AND t.{rid} > CAST(${}::pg_catalog.text AS {rid_type}) {tail}",
+                    p + 1
+                ),
             )
         } else {
-            let tail = format!("ORDER BY t.{anchor}, t.{rid} LIMIT ${p} FOR UPDATE OF t SKIP LOCKED");
+            let tail =
+                format!("ORDER BY t.{anchor}, t.{rid} LIMIT ${p} FOR UPDATE OF t SKIP LOCKED");
             (
                 format!("{base} {tail}"),
                 format!(
@@ -252,6 +280,14 @@ impl EntitySql {
                 )
             }
         };
-        EntitySql { count, candidates_first, candidates_after, lock_rows, mutate, first_param: p, erasure }
+        EntitySql {
+            count,
+            candidates_first,
+            candidates_after,
+            lock_rows,
+            mutate,
+            first_param: p,
+            erasure,
+        }
     }
 }

@@ -79,7 +79,48 @@ pub struct SystemLog {
     pub line: String,
 }
 
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "user-data",
+    anchor = "created_at",
+    id = "6b619c19-6e3c-44e8-a87f-975c68fd3988",
+    table = "user_records"
+)]
+pub struct UserRecord {
+    pub id: i64,
+    pub tenant_id: Uuid,
+    pub created_at: Option<DateTime<Utc>>,
+    #[cohort(erasure_subject)]
+    pub user_id: Uuid,
+    #[cohort(erasure_subject)]
+    pub delegate_user_id: Option<Uuid>,
+    pub anonymised_at: Option<DateTime<Utc>>,
+    #[cohort(anonymise = "null")]
+    pub notes: Option<String>,
+    pub is_deleted: bool,
+}
+
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "messages",
+    anchor = "sent_at",
+    id = "0b7e3f7c-0d47-4a3c-9f2e-5a8e2c1d9b10",
+    table = "messages"
+)]
+pub struct Message {
+    pub id: i64,
+    pub tenant_id: Uuid,
+    pub sent_at: DateTime<Utc>,
+    #[cohort(erasure_subject)]
+    pub sender_email: String,
+}
+
 pub const TABLES: &str = r#"
+CREATE TABLE public.user_records (
+    id bigint PRIMARY KEY, tenant_id uuid NOT NULL, created_at timestamptz, user_id uuid NOT NULL,
+    delegate_user_id uuid, anonymised_at timestamptz, notes text, is_deleted boolean NOT NULL DEFAULT false);
+CREATE TABLE public.messages (id bigint PRIMARY KEY, tenant_id uuid NOT NULL, sent_at timestamptz NOT NULL,
+    sender_email text NOT NULL);
 CREATE TABLE public.session_notes (
     id uuid PRIMARY KEY, tenant_id uuid NOT NULL, created_at timestamptz NOT NULL, body text NOT NULL);
 CREATE INDEX ON public.session_notes (tenant_id, created_at, id);

@@ -1,0 +1,227 @@
+//! Right to erasure: every row of one subject in one tenant, through the
+//! sweep's execution model.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::{Acquire, PgConnection};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::RunResult;
+use super::batch::pin;
+use super::execute::{Erasure, RunSpec, in_scope};
+use super::plan::plan;
+use crate::cohort::Cohort;
+use crate::error::Error;
+use crate::ledger::{RunKind, Trigger};
+use crate::model::resolved::Column;
+use crate::policy::{Scope, Strategy};
+use crate::sql::AssertSqlSafe;
+
+/// The longest subject Cohort accepts, in bytes.
+pub const MAX_SUBJECT_BYTES: usize = 1024;
+
+/// A data subject's identifier, as the text PostgreSQL would print for it.
+/// Each subject column compares it through its own type (`uuid`, text,
+/// integers, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject(String);
+
+impl Subject {
+    /// The subject's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Uuid> for Subject {
+    fn from(id: Uuid) -> Self {
+        Subject(id.to_string())
+    }
+}
+
+impl From<i64> for Subject {
+    fn from(id: i64) -> Self {
+        Subject(id.to_string())
+    }
+}
+
+impl From<&str> for Subject {
+    fn from(id: &str) -> Self {
+        Subject(id.to_owned())
+    }
+}
+
+impl From<String> for Subject {
+    fn from(id: String) -> Self {
+        Subject(id)
+    }
+}
+
+/// A right-to-erasure request.
+///
+/// ```
+/// use cohort::ErasureRequest;
+/// let request = ErasureRequest::new(uuid::Uuid::new_v4()).dry_run();
+/// assert!(request.is_dry_run());
+/// ```
+#[derive(Debug, Clone)]
+pub struct ErasureRequest {
+    subject: Subject,
+    dry_run: bool,
+    allow_soft_delete: bool,
+    cancellation: Option<CancellationToken>,
+}
+
+impl ErasureRequest {
+    /// Erase every row of `subject`.
+    pub fn new(subject: impl Into<Subject>) -> ErasureRequest {
+        ErasureRequest {
+            subject: subject.into(),
+            dry_run: false,
+            allow_soft_delete: false,
+            cancellation: None,
+        }
+    }
+
+    /// Count what would change and write the ledger, changing no row.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
+    /// Accept soft-delete as erasure for categories that resolve to it
+    /// (otherwise such a request is refused: a flag leaves personal data in
+    /// the row).
+    pub fn allow_soft_delete(mut self) -> Self {
+        self.allow_soft_delete = true;
+        self
+    }
+
+    /// Stops the run at the next batch boundary when `token` is cancelled.
+    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+        self.cancellation = Some(token);
+        self
+    }
+
+    /// Whether this is a dry run.
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run
+    }
+}
+
+impl Cohort {
+    /// Erases `request`'s subject in `scope` at `now`: every row of the
+    /// scope's retained types where any erasure-subject column equals the
+    /// subject, whose resolved strategy is eligible, and that no active hold
+    /// covers. The ordinary period never delays an erasure; a positive legal
+    /// minimum does (`anchor < now - legal_minimum`).
+    ///
+    /// Runs like a sweep (own connection, `Started` row first, committed
+    /// batches, one entity's failure recorded while the others go on), except
+    /// that candidate selects wait for rows other transactions hold locked.
+    ///
+    /// Refused before anything is written when the subject fits no subject
+    /// column ([`Error::InvalidSubject`]) or a category resolves to
+    /// soft-delete without [`ErasureRequest::allow_soft_delete`]
+    /// ([`Error::SoftDeleteErasureRefused`]).
+    pub async fn erase<Tz: chrono::TimeZone>(
+        &self,
+        scope: &Scope,
+        request: ErasureRequest,
+        now: DateTime<Tz>,
+    ) -> Result<RunResult, Error> {
+        let now = now.with_timezone(&Utc);
+        let subject = request.subject.as_str();
+        if subject.is_empty() || subject.len() > MAX_SUBJECT_BYTES || subject.contains('\0') {
+            return Err(Error::InvalidSubject {
+                reason: "the subject must be 1 to 1024 bytes of text without NUL",
+            });
+        }
+        let inner = &self.inner;
+        let mut conn = inner.pool.acquire().await?;
+        self.ensure_ready(&mut conn).await?;
+
+        let candidates: Vec<_> = inner
+            .model
+            .entities
+            .iter()
+            .filter(|e| in_scope(e, scope) && !e.subjects.is_empty())
+            .collect();
+        let usable_types = usable_types(&mut conn, subject, &candidates).await?;
+        let mut entities = Vec::new();
+        let mut refused = Vec::new();
+        for e in candidates {
+            let columns: Vec<&Column> = e
+                .subjects
+                .iter()
+                .filter(|c| usable_types.get(&c.sql_type).copied().unwrap_or(false))
+                .collect();
+            if columns.is_empty() {
+                continue;
+            }
+            let planned = plan(inner.provider.as_ref(), e, scope.tenant(), now).await;
+            if let Ok(p) = &planned {
+                if p.rule.strategy == Strategy::SoftDelete && !request.allow_soft_delete {
+                    refused.push(e.type_name());
+                }
+            }
+            entities.push((e, columns, planned));
+        }
+        if !refused.is_empty() {
+            return Err(Error::SoftDeleteErasureRefused {
+                entity_types: refused,
+            });
+        }
+        if entities.is_empty() {
+            return Err(Error::InvalidSubject {
+                reason: "no erasure-subject column of this scope's retained types accepts the subject",
+            });
+        }
+        let spec = RunSpec {
+            kind: RunKind::Erasure,
+            trigger: Trigger::Manual,
+            dry_run: request.dry_run,
+            cancellation: request.cancellation.clone(),
+            erasure: Some(Erasure { subject, entities }),
+        };
+        self.execute(&mut conn, scope, now, spec).await
+    }
+}
+
+/// Which subject column types accept `subject` (cast under a savepoint each,
+/// so a wrong-shaped subject is simply not a match for that column).
+async fn usable_types(
+    conn: &mut PgConnection,
+    subject: &str,
+    entities: &[&crate::model::resolved::ResolvedEntity],
+) -> Result<HashMap<String, bool>, Error> {
+    let mut usable = HashMap::new();
+    let mut tx = conn.begin().await?;
+    pin(&mut tx).await?;
+    for e in entities {
+        for c in &e.subjects {
+            if usable.contains_key(&c.sql_type) {
+                continue;
+            }
+            let mut savepoint = tx.begin().await?;
+            let ok = sqlx::query(AssertSqlSafe(format!(
+                "SELECT CAST($1::pg_catalog.text AS {})",
+                c.sql_type
+            )))
+            .bind(subject)
+            .execute(&mut *savepoint)
+            .await
+            .is_ok();
+            if ok {
+                savepoint.commit().await?;
+            } else {
+                savepoint.rollback().await?;
+            }
+            usable.insert(c.sql_type.clone(), ok);
+        }
+    }
+    tx.commit().await?;
+    Ok(usable)
+}
