@@ -4,7 +4,7 @@ use sqlx::postgres::types::Oid;
 use sqlx::{PgConnection, Row};
 
 /// A unique index (every primary key and unique constraint has one).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CatalogIndex {
     /// The indexed table.
     pub(crate) table_oid: u32,

@@ -6,7 +6,7 @@ use sqlx::{PgConnection, Row};
 use super::RelationName;
 
 /// One `pg_inherits` row touching a table asked about.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct InheritanceLink {
     pub(crate) parent_oid: u32,
     pub(crate) parent: RelationName,

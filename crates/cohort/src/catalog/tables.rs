@@ -4,7 +4,7 @@ use sqlx::postgres::types::Oid;
 use sqlx::{PgConnection, Row};
 
 /// A column as the catalog has it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CatalogColumn {
     pub(crate) name: String,
     /// `pg_attribute.attnum`.
@@ -20,7 +20,7 @@ pub(crate) struct CatalogColumn {
 }
 
 /// A table (plain or partitioned) as the catalog has it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CatalogTable {
     pub(crate) oid: u32,
     /// `relkind = 'p'`.
@@ -38,7 +38,7 @@ impl CatalogTable {
 }
 
 /// What a schema-qualified name refers to.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RelationLookup {
     /// A plain or partitioned table.
     Table(CatalogTable),

@@ -27,6 +27,8 @@ mod registry;
 mod report;
 mod roles;
 mod strategies;
+#[cfg(test)]
+mod tests;
 mod types;
 
 use std::collections::{HashMap, HashSet};
