@@ -19,7 +19,7 @@ pub(crate) enum OnDelete {
 /// into the partitioned table whose rows it holds. Keys that partitions
 /// inherit from their parent's key (`conparentid <> 0`) are left out: the
 /// parent's key stands for them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ForeignKey {
     pub(crate) name: String,
     pub(crate) on_delete: OnDelete,
