@@ -1,64 +1,37 @@
-//! Reading `pg_catalog`: what the live database says about a host table.
-//! Every query binds its names as values and reads only `pg_catalog`.
+//! Reading `pg_catalog`: what the live database says about host tables.
+//!
+//! Every query here reads only `pg_catalog`, writes every catalog relation,
+//! function, operator and type `pg_catalog.`-qualified, binds every name as a
+//! value, and joins on OIDs, so neither `search_path` nor a same-named table in
+//! another schema can change an answer. Callers pin `search_path` to
+//! `pg_catalog` as well (so `format_type` prints names qualified where needed).
+//!
+//! One job per file: [`tables`] (relations and their columns), [`types`] (the
+//! closure of column types through domains, arrays and ranges), [`indexes`]
+//! (primary keys and unique indexes), [`inheritance`] (`pg_inherits`) and
+//! [`foreign_keys`] (the foreign-key graph between partition roots).
 
-use sqlx::{PgConnection, Row};
+mod foreign_keys;
+mod indexes;
+mod inheritance;
+mod tables;
+mod types;
 
-/// A column as the catalog has it.
-#[derive(Debug, Clone)]
-pub(crate) struct CatalogColumn {
+pub(crate) use foreign_keys::{ForeignKey, OnDelete, foreign_keys};
+pub(crate) use indexes::{CatalogIndex, indexes};
+pub(crate) use inheritance::{InheritanceLink, inheritance};
+pub(crate) use tables::{CatalogColumn, CatalogTable, RelationLookup, lookup_tables};
+pub(crate) use types::{CatalogType, TypeKind, types};
+
+/// A relation as named in messages: its schema and name, unquoted.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct RelationName {
+    pub(crate) schema: String,
     pub(crate) name: String,
-    /// `pg_catalog.format_type` output (run with `search_path` pinned).
-    pub(crate) sql_type: String,
-    pub(crate) not_null: bool,
 }
 
-/// A table as the catalog has it; `None` from [`table`] when it does not exist.
-#[derive(Debug, Clone)]
-pub(crate) struct CatalogTable {
-    pub(crate) oid: u32,
-    pub(crate) columns: Vec<CatalogColumn>,
-}
-
-impl CatalogTable {
-    pub(crate) fn column(&self, name: &str) -> Option<&CatalogColumn> {
-        self.columns.iter().find(|c| c.name == name)
+impl std::fmt::Display for RelationName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.schema, self.name)
     }
-}
-
-/// Reads one table's columns. The caller has pinned `search_path`.
-pub(crate) async fn table(
-    conn: &mut PgConnection,
-    schema: &str,
-    name: &str,
-) -> Result<Option<CatalogTable>, sqlx::Error> {
-    let oid: Option<sqlx::postgres::types::Oid> = sqlx::query_scalar(
-        "SELECT c.oid FROM pg_catalog.pg_class c \
-         JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
-         WHERE n.nspname OPERATOR(pg_catalog.=) $1::text::pg_catalog.name \
-           AND c.relname OPERATOR(pg_catalog.=) $2::text::pg_catalog.name \
-           AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p']::\"char\"[])",
-    )
-    .bind(schema)
-    .bind(name)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(oid) = oid else { return Ok(None) };
-    let columns = sqlx::query(
-        "SELECT a.attname::text AS name, pg_catalog.format_type(a.atttypid, a.atttypmod) AS ty, a.attnotnull \
-         FROM pg_catalog.pg_attribute a \
-         WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped \
-         ORDER BY a.attnum",
-    )
-    .bind(oid)
-    .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .map(|r| {
-        Ok(CatalogColumn { name: r.try_get("name")?, sql_type: r.try_get("ty")?, not_null: r.try_get("attnotnull")? })
-    })
-    .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    Ok(Some(CatalogTable {
-        oid: oid.0,
-        columns,
-    }))
 }

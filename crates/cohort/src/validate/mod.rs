@@ -1,70 +1,62 @@
 //! Start-up validation: every registered type checked against the live
 //! catalog, every problem collected, then one error that lists them all.
+//!
+//! One job per file:
+//! - [`registry`]: the registration as a whole (no retained types, the same
+//!   type twice, duplicate ids (M2), two types on one table (V1), the default
+//!   schema (D7));
+//! - [`roles`]: which field plays which role (M3, M5);
+//! - [`strategies`]: declared capabilities against the type (P3, P5);
+//! - [`columns`] with [`types`]: each role's column exists (V8) and its type
+//!   fits (V5, V6, V7);
+//! - [`keys`]: the record id is unique (V4);
+//! - [`inheritance`]: no table inheritance; partitioning decided (V2);
+//! - [`cascade`]: no ON DELETE CASCADE path from a purgeable table into a
+//!   retained one (V3);
+//! - [`order`]: the engine's processing order (X16).
+//!
+//! The catalog is read through [`crate::catalog`], a handful of queries for
+//! all types together.
 
-use std::fmt;
+mod cascade;
+mod columns;
+mod inheritance;
+mod keys;
+mod order;
+mod registry;
+mod report;
+mod roles;
+mod strategies;
+#[cfg(test)]
+mod tests;
+mod types;
+
+use std::collections::{HashMap, HashSet};
 
 use sqlx::PgConnection;
 
-use crate::catalog;
+pub use report::{ValidationProblem, ValidationReport};
+
+use crate::catalog::{self, CatalogTable, RelationLookup};
 use crate::config::Options;
 use crate::error::Error;
-use crate::model::resolved::{AnonymisedColumn, Column, ResolvedEntity};
-use crate::model::{EntityDescriptor, Membership};
-use crate::policy::RuleProvider;
-use crate::schema::SchemaName;
-use crate::sql::{Ident, QualifiedName};
-
-/// One thing wrong with the registered model, with where and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationProblem {
-    /// The Rust type concerned, when there is one.
-    pub type_name: Option<String>,
-    /// The table concerned (schema-qualified), when there is one.
-    pub table: Option<String>,
-    /// The column concerned, when there is one.
-    pub column: Option<String>,
-    /// What is wrong.
-    pub problem: String,
-    /// How to fix it.
-    pub fix: String,
-}
-
-impl fmt::Display for ValidationProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(t) = &self.type_name {
-            write!(f, "{t}")?;
-        }
-        match (&self.table, &self.column) {
-            (Some(t), Some(c)) => write!(f, " ({t}.{c})")?,
-            (Some(t), None) => write!(f, " ({t})")?,
-            _ => {}
-        }
-        write!(f, ": {}; fix: {}", self.problem, self.fix)
-    }
-}
-
-/// Every problem found at start-up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationReport {
-    /// The problems, in registration order.
-    pub problems: Vec<ValidationProblem>,
-}
-
-impl fmt::Display for ValidationReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} problem(s):", self.problems.len())?;
-        for p in &self.problems {
-            writeln!(f, "  - {p}")?;
-        }
-        Ok(())
-    }
-}
+use crate::model::EntityDescriptor;
+use crate::model::resolved::ResolvedEntity;
+use crate::policy::{Capabilities, RuleProvider, Strategy};
+use registry::Target;
+use report::{Issue, Problems};
+use roles::Roles;
 
 /// What validation produces: the retained types in processing order
 /// (referencing types before the types they reference) and the exempt ones.
 #[derive(Debug, Clone)]
 pub(crate) struct Model {
     pub(crate) entities: Vec<ResolvedEntity>,
+    /// Explicitly exempt types, for reports.
+    #[allow(
+        dead_code,
+        reason = "read by reports the engine adds; nothing reads it yet"
+    )]
     pub(crate) exempt: Vec<&'static EntityDescriptor>,
 }
 
@@ -75,152 +67,199 @@ pub(crate) struct Registration<'a> {
     pub(crate) provider: &'a dyn RuleProvider,
 }
 
-fn problem(
-    d: &EntityDescriptor,
-    column: Option<&str>,
-    what: String,
-    fix: &str,
-) -> ValidationProblem {
-    ValidationProblem {
-        type_name: Some(d.type_name.to_owned()),
-        table: Some(d.table.to_owned()),
-        column: column.map(str::to_owned),
-        problem: what,
-        fix: fix.to_owned(),
-    }
+/// One retained type on its way through validation.
+struct Candidate<'t> {
+    target: Target,
+    roles: Roles,
+    capabilities: Option<Capabilities>,
+    table: Option<&'t CatalogTable>,
 }
 
 /// Validates the registration against the live catalog. The caller has pinned
-/// `search_path` on `conn`.
+/// `search_path` on `conn` (every query is qualified as well).
+///
+/// Returns the model, or [`Error::Validation`] listing every problem found;
+/// a database failure is [`Error::Database`].
 pub(crate) async fn validate(
     conn: &mut PgConnection,
     reg: &Registration<'_>,
 ) -> Result<Model, Error> {
-    let mut problems = Vec::new();
-    let mut entities = Vec::new();
-    let mut exempt = Vec::new();
+    let mut problems = Problems::default();
+    let registered = registry::register(reg, &mut problems);
     let conventions = &reg.options.conventions;
-    for &d in reg.descriptors {
-        let (category, anchor) = match d.membership {
-            Membership::Exempt { .. } => {
-                exempt.push(d);
-                continue;
-            }
-            Membership::Retained { category, anchor } => (category, anchor),
-        };
-        let schema = d.schema.unwrap_or(&reg.options.default_table_schema);
-        let table_name = match (Ident::new(schema), Ident::new(d.table)) {
-            (Ok(s), Ok(t)) => QualifiedName::new(s, t),
-            _ => {
-                problems.push(problem(
-                    d,
-                    None,
-                    "invalid schema or table name".into(),
-                    "use a valid identifier",
-                ));
-                continue;
-            }
-        };
-        let Some(table) = catalog::table(conn, schema, d.table).await? else {
-            problems.push(problem(
-                d,
-                None,
-                format!("table {table_name} does not exist"),
-                "create the table or fix #[cohort(table, schema)]",
-            ));
-            continue;
-        };
-        let mut column_for = |field: &str, role: &str, required: bool| -> Option<Column> {
-            let f = d.field(field)?;
-            match table.column(f.column) {
-                Some(c) => Some(Column {
-                    name: Ident::new(&c.name).ok()?,
-                    sql_type: c.sql_type.clone(),
-                    nullable: !c.not_null,
-                }),
-                None => {
-                    if required {
-                        problems.push(problem(
-                            d,
-                            Some(f.column),
-                            format!("the {role} column does not exist"),
-                            "add the column or fix #[cohort(column)]",
-                        ));
-                    }
+
+    // What the descriptors and the provider say, before the database.
+    let mut resolved: Vec<(Target, Roles, Option<Capabilities>)> = Vec::new();
+    for target in registered.targets {
+        let roles = roles::resolve(&target, conventions, &mut problems);
+        let capabilities = reg.provider.capabilities(target.category);
+        for issue in strategies::check(target.category, capabilities.as_ref(), &roles) {
+            target.problem(&mut problems, None, issue);
+        }
+        resolved.push((target, roles, capabilities));
+    }
+
+    // The catalog, read once for all types.
+    let names: Vec<(String, String)> = resolved
+        .iter()
+        .filter(|(t, _, _)| t.table.is_some())
+        .map(|(t, _, _)| (t.schema.clone(), t.descriptor.table.to_owned()))
+        .collect();
+    let lookups = if names.is_empty() {
+        Vec::new()
+    } else {
+        catalog::lookup_tables(conn, &names).await?
+    };
+    let mut lookups = lookups.iter();
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    for (target, roles, capabilities) in resolved {
+        let table = if target.table.is_some() {
+            match lookups.next() {
+                Some(RelationLookup::Table(t)) => Some(t),
+                Some(RelationLookup::NotATable { kind }) => {
+                    target.problem(
+                        &mut problems,
+                        None,
+                        Issue::new(
+                            format!("{} is {kind}, not a table", target.place.table),
+                            "map the type to a table with #[cohort(table = \"...\", schema = \"...\")]",
+                        ),
+                    );
                     None
                 }
+                Some(RelationLookup::Missing { schema_exists }) => {
+                    let detail = if *schema_exists {
+                        String::new()
+                    } else {
+                        format!(" (schema {} does not exist either)", target.schema)
+                    };
+                    target.problem(
+                        &mut problems,
+                        None,
+                        Issue::new(
+                            format!("table {} does not exist{detail}", target.place.table),
+                            "create the table in a migration, or fix #[cohort(table = \"...\", \
+                             schema = \"...\")] or options.default_table_schema",
+                        ),
+                    );
+                    None
+                }
+                None => None,
             }
-        };
-        let role = |marker: Option<&'static str>, convention: &str| -> Option<String> {
-            marker
-                .map(str::to_owned)
-                .or_else(|| d.field(convention).map(|f| f.field.to_owned()))
-        };
-        let record_id = role(d.markers.record_id, &conventions.record_id)
-            .and_then(|f| column_for(&f, "record id", true));
-        let anchor_col = column_for(anchor, "anchor", true);
-        let tenant = if d.tenantless {
-            None
         } else {
-            role(d.markers.tenant, &conventions.tenant).and_then(|f| column_for(&f, "tenant", true))
+            None
         };
-        let soft_delete = role(d.markers.soft_delete, &conventions.soft_delete)
-            .and_then(|f| column_for(&f, "soft-delete", true));
-        let deleted_at = role(d.markers.deleted_at, &conventions.deleted_at)
-            .and_then(|f| column_for(&f, "deleted-at", true));
-        let anonymised_at = role(d.markers.anonymised_at, &conventions.anonymised_at)
-            .and_then(|f| column_for(&f, "anonymised-at", true));
-        let anonymise: Vec<AnonymisedColumn> = d
-            .anonymise
+        candidates.push(Candidate {
+            target,
+            roles,
+            capabilities,
+            table,
+        });
+    }
+
+    let tables: Vec<&CatalogTable> = candidates.iter().filter_map(|c| c.table).collect();
+    let table_oids: Vec<u32> = tables.iter().map(|t| t.oid).collect();
+    let type_oids: Vec<u32> = {
+        let set: HashSet<u32> = tables
             .iter()
-            .filter_map(|a| {
-                column_for(a.field, "anonymised", true).map(|column| AnonymisedColumn {
-                    column,
-                    method: a.method,
-                })
-            })
+            .flat_map(|t| t.columns.iter().map(|c| c.type_oid))
             .collect();
-        let subjects: Vec<Column> = d
-            .erasure_subjects
-            .iter()
-            .filter_map(|f| column_for(f, "erasure subject", true))
-            .collect();
-        let capabilities = reg.provider.capabilities(category);
-        if capabilities.is_none() {
-            problems.push(problem(
-                d,
-                None,
-                format!("the rule provider declares no capabilities for category {category:?}"),
-                "return Some(Capabilities) for the category from RuleProvider::capabilities",
+        set.into_iter().collect()
+    };
+    let (type_rows, indexes, links, keys) = if tables.is_empty() {
+        Default::default()
+    } else {
+        (
+            catalog::types(conn, &type_oids).await?,
+            catalog::indexes(conn, &table_oids).await?,
+            catalog::inheritance(conn, &table_oids).await?,
+            catalog::foreign_keys(conn).await?,
+        )
+    };
+    let types = types::Types::new(&type_rows);
+
+    // Every retained table, for the cascade walk.
+    let retained: HashMap<u32, usize> = candidates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.table.map(|t| (t.oid, i)))
+        .collect();
+    let retained_oids: HashSet<u32> = retained.keys().copied().collect();
+
+    let mut entities: Vec<(u32, ResolvedEntity)> = Vec::new();
+    for c in &candidates {
+        let Some(table) = c.table else { continue };
+        let target = &c.target;
+        let cols = columns::check(target, &c.roles, table, &types, &mut problems);
+        if let (Some(rc), Some(column)) = (cols.record_id_catalog, &cols.record_id) {
+            for issue in keys::record_id_unique(table.oid, rc, column.nullable, &indexes) {
+                target.problem(&mut problems, Some(&rc.name), issue);
+            }
+        }
+        for issue in inheritance::check(table, &links) {
+            target.problem(&mut problems, None, issue);
+        }
+        let purgeable = c
+            .capabilities
+            .as_ref()
+            .is_some_and(|caps| caps.allows(Strategy::Purge));
+        if purgeable {
+            for path in cascade::paths_into_retained(&keys, table.oid, &retained_oids) {
+                let reached = retained
+                    .get(&path.reached)
+                    .map(|&i| candidates[i].target.descriptor.type_name)
+                    .unwrap_or("?");
+                target.problem(
+                    &mut problems,
+                    None,
+                    cascade::issue(target.category, table.oid, &path, reached),
+                );
+            }
+        }
+
+        if problems.has(target.index) {
+            continue;
+        }
+        if let (Some(entity_id), Some(capabilities), Some(name), Some(record_id), Some(anchor)) = (
+            target.descriptor.entity_id,
+            c.capabilities.clone(),
+            target.table.clone(),
+            cols.record_id,
+            cols.anchor,
+        ) {
+            entities.push((
+                table.oid,
+                ResolvedEntity {
+                    descriptor: target.descriptor,
+                    entity_id,
+                    category: target.category,
+                    capabilities,
+                    table: name,
+                    record_id,
+                    anchor,
+                    tenant: cols.tenant,
+                    soft_delete: cols.soft_delete,
+                    deleted_at: cols.deleted_at,
+                    anonymised_at: cols.anonymised_at,
+                    anonymise: cols.anonymise,
+                    subjects: cols.subjects,
+                },
             ));
         }
-        if let (Some(record_id), Some(anchor), Some(capabilities)) =
-            (record_id, anchor_col, capabilities)
-        {
-            let Some(entity_id) = d.entity_id else {
-                continue;
-            };
-            entities.push(ResolvedEntity {
-                descriptor: d,
-                entity_id,
-                category,
-                capabilities,
-                table: table_name,
-                record_id,
-                anchor,
-                tenant,
-                soft_delete,
-                deleted_at,
-                anonymised_at,
-                anonymise,
-                subjects,
-            });
-        }
     }
-    let _ = SchemaName::public();
-    if problems.is_empty() {
-        Ok(Model { entities, exempt })
-    } else {
-        Err(Error::Validation(ValidationReport { problems }))
+
+    if !problems.is_empty() {
+        return Err(Error::Validation(problems.into_report()));
     }
+    let oids: Vec<u32> = entities.iter().map(|(oid, _)| *oid).collect();
+    let mut slots: Vec<Option<ResolvedEntity>> =
+        entities.into_iter().map(|(_, e)| Some(e)).collect();
+    let entities = order::processing_order(&oids, &keys)
+        .into_iter()
+        .filter_map(|i| slots.get_mut(i).and_then(Option::take))
+        .collect();
+    Ok(Model {
+        entities,
+        exempt: registered.exempt,
+    })
 }

@@ -1,0 +1,127 @@
+//! The problems validation reports, and where each one is.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One thing wrong with the registered model, with where and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationProblem {
+    /// The Rust type concerned, when there is one.
+    pub type_name: Option<String>,
+    /// The table concerned (schema-qualified), when there is one.
+    pub table: Option<String>,
+    /// The column concerned, when there is one.
+    pub column: Option<String>,
+    /// What is wrong.
+    pub problem: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl fmt::Display for ValidationProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(t) = &self.type_name {
+            write!(f, "{t}")?;
+        }
+        match (&self.table, &self.column) {
+            (Some(t), Some(c)) => write!(f, " ({t}.{c})")?,
+            (Some(t), None) => write!(f, " ({t})")?,
+            _ => {}
+        }
+        write!(f, ": {}; fix: {}", self.problem, self.fix)
+    }
+}
+
+/// Every problem found at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationReport {
+    /// The problems, in registration order.
+    pub problems: Vec<ValidationProblem>,
+}
+
+impl fmt::Display for ValidationReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} problem(s):", self.problems.len())?;
+        for p in &self.problems {
+            writeln!(f, "  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What is wrong and how to fix it, before it is placed on a type and table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Issue {
+    pub(super) problem: String,
+    pub(super) fix: String,
+}
+
+impl Issue {
+    pub(super) fn new(problem: impl Into<String>, fix: impl Into<String>) -> Issue {
+        Issue {
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+/// A registered type and its (schema-qualified, unquoted) table, for messages.
+#[derive(Debug, Clone)]
+pub(super) struct Place {
+    pub(super) type_name: &'static str,
+    pub(super) table: String,
+}
+
+impl Place {
+    pub(super) fn problem(&self, column: Option<&str>, issue: Issue) -> ValidationProblem {
+        ValidationProblem {
+            type_name: Some(self.type_name.to_owned()),
+            table: Some(self.table.clone()),
+            column: column.map(str::to_owned),
+            problem: issue.problem,
+            fix: issue.fix,
+        }
+    }
+}
+
+/// Problems as they are found, reported in registration order: problems
+/// about the registration as a whole first, then each type's in the order the
+/// checks found them.
+#[derive(Debug, Default)]
+pub(super) struct Problems {
+    general: Vec<ValidationProblem>,
+    by_type: BTreeMap<usize, Vec<ValidationProblem>>,
+}
+
+impl Problems {
+    /// A problem with the registration as a whole.
+    pub(super) fn general(&mut self, issue: Issue) {
+        self.general.push(ValidationProblem {
+            type_name: None,
+            table: None,
+            column: None,
+            problem: issue.problem,
+            fix: issue.fix,
+        });
+    }
+
+    /// A problem of the type registered at `index`.
+    pub(super) fn push(&mut self, index: usize, problem: ValidationProblem) {
+        self.by_type.entry(index).or_default().push(problem);
+    }
+
+    /// Whether the type registered at `index` has any problem.
+    pub(super) fn has(&self, index: usize) -> bool {
+        self.by_type.get(&index).is_some_and(|p| !p.is_empty())
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.general.is_empty() && self.by_type.values().all(Vec::is_empty)
+    }
+
+    pub(super) fn into_report(self) -> ValidationReport {
+        let mut problems = self.general;
+        problems.extend(self.by_type.into_values().flatten());
+        ValidationReport { problems }
+    }
+}
