@@ -17,7 +17,10 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use cohort::policy::ProviderError;
-use cohort::{Capabilities, Cohort, Options, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext};
+use cohort::{
+    Capabilities, Cohort, Options, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy,
+    TenantContext,
+};
 use futures_util::future::BoxFuture;
 use sqlx::{AssertSqlSafe, PgPool};
 use uuid::Uuid;
@@ -25,8 +28,17 @@ use uuid::Uuid;
 const TENANT_A: &str = "11111111-1111-1111-1111-111111111111";
 
 /// The benchmark's row type.
+#[allow(
+    dead_code,
+    reason = "mirrors the table; Cohort reads its descriptor, never its values"
+)]
 #[derive(cohort::Retained)]
-#[cohort(category = "notes", anchor = "created_at", id = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8", table = "notes")]
+#[cohort(
+    category = "notes",
+    anchor = "created_at",
+    id = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8",
+    table = "notes"
+)]
 struct Note {
     id: Uuid,
     tenant_id: Uuid,
@@ -45,7 +57,10 @@ impl RuleProvider for Rules {
         Some(Capabilities::only(Strategy::Purge).and(Strategy::Anonymise))
     }
 
-    fn resolve<'a>(&'a self, _ctx: ResolutionContext<'a>) -> BoxFuture<'a, Result<Option<Rule>, ProviderError>> {
+    fn resolve<'a>(
+        &'a self,
+        _ctx: ResolutionContext<'a>,
+    ) -> BoxFuture<'a, Result<Option<Rule>, ProviderError>> {
         let strategy = self.0;
         Box::pin(async move { Ok(Some(Rule::new(Period::days(30), strategy))) })
     }
@@ -53,19 +68,29 @@ impl RuleProvider for Rules {
 
 fn arg(name: &str, default: &str) -> String {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned()).unwrap_or_else(|| default.to_owned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| default.to_owned())
 }
 
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
         .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         .unwrap_or(0)
 }
 
 async fn exec(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).execute(pool).await.map(|_| ())
+    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+        .execute(pool)
+        .await
+        .map(|_| ())
 }
 
 /// Builds the template table once.
@@ -108,8 +133,15 @@ async fn fresh_copy(pool: &PgPool) -> Result<(), sqlx::Error> {
 }
 
 /// One measurement, in this (child) process.
-async fn measure(url: &str, what: &str, batch: u32) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2).connect(url).await?;
+async fn measure(
+    url: &str,
+    what: &str,
+    batch: u32,
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(url)
+        .await?;
     fresh_copy(&pool).await?;
     let tenant = Uuid::parse_str(TENANT_A)?;
     let now = Utc::now();
@@ -171,7 +203,9 @@ async fn measure(url: &str, what: &str, batch: u32) -> Result<serde_json::Value,
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(i) = std::env::args().position(|a| a == "--measure") {
-        let what = std::env::args().nth(i + 1).ok_or("--measure needs a name")?;
+        let what = std::env::args()
+            .nth(i + 1)
+            .ok_or("--measure needs a name")?;
         let url = arg("--url", "");
         let batch: u32 = arg("--batch", "1000").parse()?;
         let line = measure(&url, &what, batch).await?;
@@ -179,12 +213,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let rows: i64 = arg("--rows", "1000000").parse()?;
-    let batches: Vec<String> = arg("--batch", "1000").split(',').map(str::to_owned).collect();
+    let batches: Vec<String> = arg("--batch", "1000")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
     let db = cohort_testdb::TestDb::try_new().await?;
     eprintln!("setting up {rows} rows in {}", db.name());
     setup(db.pool(), rows).await?;
     let mut results = Vec::new();
-    let mut plan: Vec<(String, String)> = vec![("raw-delete".into(), "0".into()), ("raw-delete-holds".into(), "0".into())];
+    let mut plan: Vec<(String, String)> = vec![
+        ("raw-delete".into(), "0".into()),
+        ("raw-delete-holds".into(), "0".into()),
+    ];
     for b in &batches {
         plan.push(("sweep-purge".into(), b.clone()));
     }
@@ -204,11 +244,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         results.push(serde_json::from_str::<serde_json::Value>(&line)?);
     }
     let rate = |w: &str| {
-        results.iter().find(|r| r["what"] == w).and_then(|r| r["rows_per_second"].as_f64()).unwrap_or(f64::NAN)
+        results
+            .iter()
+            .find(|r| r["what"] == w)
+            .and_then(|r| r["rows_per_second"].as_f64())
+            .unwrap_or(f64::NAN)
     };
     println!("\nrows={rows}");
     for r in &results {
-        let base = if r["what"].as_str().is_some_and(|w| w.contains("anonymise") || w.contains("update")) {
+        let base = if r["what"]
+            .as_str()
+            .is_some_and(|w| w.contains("anonymise") || w.contains("update"))
+        {
             rate("raw-update")
         } else {
             rate("raw-delete")
@@ -216,7 +263,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{:<18} batch={:<6} rows={:<8} {:>8.2}s {:>10.0} rows/s  ratio to raw {:.2}  peak RSS {} KiB",
             r["what"].as_str().unwrap_or(""),
-            r["batch"].as_u64().map(|b| b.to_string()).unwrap_or_else(|| "-".into()),
+            r["batch"]
+                .as_u64()
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "-".into()),
             r["rows"],
             r["seconds"].as_f64().unwrap_or(0.0),
             r["rows_per_second"].as_f64().unwrap_or(0.0),

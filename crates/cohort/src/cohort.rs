@@ -157,7 +157,7 @@ impl CohortBuilder {
         // Catalog type names are read with only pg_catalog on the path, so
         // every other type comes back schema-qualified and stays unambiguous
         // whatever search_path a later session has.
-        sqlx::query("SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)")
+        sqlx::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
             .execute(&mut *tx)
             .await?;
         let registration = Registration {
@@ -204,6 +204,5 @@ fn readiness_table(p: &crate::schema::ReadinessProblem) -> &'static str {
         | P::MissingUniqueIndex { table, .. }
         | P::DeferrableUniqueIndex { table, .. }
         | P::MissingCheck { table, .. } => table,
-        _ => "?",
     }
 }

@@ -92,13 +92,10 @@ impl Options {
                 ));
             }
         }
-        if let Some(r) = self.inactive_hold_retention {
-            if r.is_zero() {
-                problems.push(
-                    "options.inactive_hold_retention is zero; use None to keep holds forever"
-                        .into(),
-                );
-            }
+        if self.inactive_hold_retention.is_some_and(|r| r.is_zero()) {
+            problems.push(
+                "options.inactive_hold_retention is zero; use None to keep holds forever".into(),
+            );
         }
         let c = &self.conventions;
         for (name, value) in [

@@ -22,8 +22,8 @@ pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
 pub use run::{
-    EntityFailure, ErasureRequest, ErasureResult, Preview, PreviewEntry, RunResult, Subject,
-    SweepOptions, SweepResult,
+    EntityFailure, ErasureRequest, ErasureResult, MAX_SUBJECT_BYTES, Preview, PreviewEntry,
+    RunResult, Subject, SweepOptions, SweepResult,
 };
 pub use sql::ident::IdentProblem;
 pub use validate::{ValidationProblem, ValidationReport};
@@ -36,3 +36,8 @@ pub mod __private {
     //! Paths the derive macro's output uses. Not part of the public API.
     pub use uuid::Uuid;
 }
+
+/// The model guide (`docs/model.md`), compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/model.md")]
+pub struct ModelGuide;

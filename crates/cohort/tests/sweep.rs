@@ -11,6 +11,9 @@ use common::{Answer, TestDb, TestRules, count, db_with_cohort};
 use sqlx::Row;
 use uuid::Uuid;
 
+/// entity_type, category, strategy, status, affected, held, skipped, applied period.
+type SummaryRow = (String, String, String, String, i64, i64, i64, String);
+
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 6, 1, 12, 0, 0)
         .single()
@@ -187,7 +190,7 @@ async fn the_readme_scenario_purges_anonymises_and_leaves_other_tenants_and_hold
     .fetch_all(db.pool())
     .await
     .expect("summaries");
-    let got: Vec<(String, String, String, String, i64, i64, i64, String)> = summaries
+    let got: Vec<SummaryRow> = summaries
         .iter()
         .map(|r| {
             (

@@ -6,7 +6,7 @@
 use std::panic::AssertUnwindSafe;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::postgres::PgArguments;
 use sqlx::query::{Query, QueryScalar};
 use sqlx::{Acquire, PgConnection, Postgres, Row};
 use tokio_util::sync::CancellationToken;

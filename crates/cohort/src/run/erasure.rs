@@ -162,10 +162,11 @@ impl Cohort {
                 continue;
             }
             let planned = plan(inner.provider.as_ref(), e, scope.tenant(), now).await;
-            if let Ok(p) = &planned {
-                if p.rule.strategy == Strategy::SoftDelete && !request.allow_soft_delete {
-                    refused.push(e.type_name());
-                }
+            let soft_delete = planned
+                .as_ref()
+                .is_ok_and(|p| p.rule.strategy == Strategy::SoftDelete);
+            if soft_delete && !request.allow_soft_delete {
+                refused.push(e.type_name());
             }
             entities.push((e, columns, planned));
         }

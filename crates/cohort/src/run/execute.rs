@@ -80,6 +80,13 @@ pub(crate) struct RunSpec<'a> {
     pub(crate) erasure: Option<Erasure<'a>>,
 }
 
+/// One entity of a run: its subject columns and, for an erasure, its plan.
+type Work<'a> = (
+    &'a ResolvedEntity,
+    Vec<&'a Column>,
+    Option<Result<EntityPlan, Failure>>,
+);
+
 /// What happened to one entity.
 struct EntityOutcome {
     summary: EntitySummary,
@@ -131,11 +138,7 @@ impl Cohort {
 
         // The entities of this run, each with its subject columns and
         // pre-resolved plan for an erasure.
-        let work: Vec<(
-            &ResolvedEntity,
-            Vec<&Column>,
-            Option<Result<EntityPlan, Failure>>,
-        )> = match &spec.erasure {
+        let work: Vec<Work<'_>> = match &spec.erasure {
             Some(erasure) => erasure
                 .entities
                 .iter()

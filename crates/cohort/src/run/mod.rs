@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-pub use erasure::{ErasureRequest, Subject};
+pub use erasure::{ErasureRequest, MAX_SUBJECT_BYTES, Subject};
 pub use preview::{Preview, PreviewEntry};
 
 use crate::ledger::{EntitySummary, Failure, RunKind, RunStatus};

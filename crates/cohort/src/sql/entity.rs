@@ -68,8 +68,6 @@ pub(crate) struct EntitySql {
     /// a new snapshot; returns the canonical record id of each changed row.
     /// Anonymise: `$p+1..` literals, then one text[] per custom column.
     pub(crate) mutate: String,
-    /// The first free parameter number.
-    pub(crate) first_param: usize,
     /// Whether this is an erasure (keyset on the record id only).
     pub(crate) erasure: bool,
 }
@@ -286,7 +284,6 @@ impl EntitySql {
             candidates_after,
             lock_rows,
             mutate,
-            first_param: p,
             erasure,
         }
     }

@@ -17,6 +17,13 @@ use sqlx::PgConnection;
 pub(crate) const PIN_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', \
      'pg_catalog, ' OPERATOR(pg_catalog.||) pg_catalog.current_setting('search_path'), true)";
 
+/// Sets `search_path` to `pg_catalog` alone for the rest of the transaction:
+/// used while reading the catalog at start-up, so that `format_type` prints
+/// every type outside `pg_catalog` schema-qualified, and the type names Cohort
+/// later writes as cast targets mean the same in any session.
+pub(crate) const CATALOG_ONLY_SEARCH_PATH: &str =
+    "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)";
+
 /// Pins `search_path` (see [`PIN_SEARCH_PATH`]) and returns the previous value
 /// for [`restore_search_path`]: a transaction-local setting outlives a
 /// savepoint's release, so code that runs inside a caller's transaction must

@@ -251,6 +251,11 @@ async fn resolved_entities_are_complete_and_referencing_types_come_first() {
     db.exec(TABLES).await;
     let mut tx = db.pool().begin().await.expect("begin");
     let previous = crate::sql::pin_search_path(&mut tx).await.expect("pin");
+    // As the builder does: only pg_catalog on the path while reading the catalog.
+    sqlx::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
+        .execute(&mut *tx)
+        .await
+        .expect("catalog path");
     let model = run(&mut tx).await.expect("valid model");
     crate::sql::restore_search_path(&mut tx, &previous)
         .await

@@ -61,6 +61,9 @@ use cohort::policy::ProviderError;
 use cohort::{Capabilities, ResolutionContext, Rule, RuleProvider};
 use futures_util::future::BoxFuture;
 
+/// One resolution the test provider saw: category, tenant, logical time.
+pub type Seen = (String, Option<uuid::Uuid>, chrono::DateTime<chrono::Utc>);
+
 /// What the test provider answers for a category.
 #[derive(Clone)]
 pub enum Answer {
@@ -76,7 +79,7 @@ pub enum Answer {
 pub struct TestRules {
     pub capabilities: HashMap<String, Capabilities>,
     pub answers: Arc<Mutex<HashMap<String, Answer>>>,
-    pub seen: Arc<Mutex<Vec<(String, Option<uuid::Uuid>, chrono::DateTime<chrono::Utc>)>>>,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl TestRules {
