@@ -102,18 +102,18 @@ async fn setup(pool: &PgPool, rows: i64) -> Result<(), Box<dyn std::error::Error
         &format!(
             "CREATE TABLE template (id uuid NOT NULL, tenant_id uuid NOT NULL, created_at timestamptz NOT NULL, \
                anonymised_at timestamptz, email text, body text NOT NULL);
-             INSERT INTO template SELECT gen_random_uuid(), '{TENANT_A}', \
+             INSERT INTO template (id, tenant_id, created_at, email, body) SELECT gen_random_uuid(), '{TENANT_A}', \
                now() - interval '400 days' + (i::float / {rows}) * interval '300 days', 'person@example.org', repeat('x', 100) \
                FROM generate_series(1, {rows}) i;
-             INSERT INTO template SELECT gen_random_uuid(), '22222222-2222-2222-2222-222222222222', \
+             INSERT INTO template (id, tenant_id, created_at, email, body) SELECT gen_random_uuid(), '22222222-2222-2222-2222-222222222222', \
                now() - interval '400 days', 'person@example.org', repeat('x', 100) FROM generate_series(1, {rows} / 10) i;
              INSERT INTO retention_holds SELECT gen_random_uuid(), 'a3f467fe-c5d0-4f17-9897-83c373cc1dc8', id::text, tenant_id, \
                'bench', now() - interval '1 day', NULL, NULL \
-               FROM template WHERE tenant_id = '{TENANT_A}' ORDER BY random() LIMIT 1000;
-             VACUUM ANALYZE retention_holds;"
+               FROM template WHERE tenant_id = '{TENANT_A}' ORDER BY random() LIMIT 1000;"
         ),
     )
     .await?;
+    exec(pool, "VACUUM ANALYZE retention_holds").await?;
     Ok(())
 }
 
@@ -125,11 +125,11 @@ async fn fresh_copy(pool: &PgPool) -> Result<(), sqlx::Error> {
          CREATE TABLE notes (LIKE template INCLUDING ALL);
          INSERT INTO notes SELECT * FROM template;
          ALTER TABLE notes ADD PRIMARY KEY (id);
-         CREATE INDEX ON notes (tenant_id, created_at, id);
-         VACUUM ANALYZE notes;
-         CHECKPOINT;",
+         CREATE INDEX ON notes (tenant_id, created_at, id);",
     )
-    .await
+    .await?;
+    exec(pool, "VACUUM ANALYZE notes").await?;
+    exec(pool, "CHECKPOINT").await
 }
 
 /// One measurement, in this (child) process.
@@ -175,10 +175,11 @@ async fn measure(
         .execute(&pool)
         .await?
         .rows_affected(),
-        "sweep-purge" | "sweep-anonymise" => {
-            let strategy = if what == "sweep-purge" { Strategy::Purge } else { Strategy::Anonymise };
+        "sweep-purge" | "sweep-purge-no-advisory" | "sweep-anonymise" => {
+            let strategy = if what == "sweep-anonymise" { Strategy::Anonymise } else { Strategy::Purge };
+            let advisory_row_locks = what != "sweep-purge-no-advisory";
             let cohort = Cohort::builder(pool.clone())
-                .options(Options { batch_size: batch, ..Options::default() })
+                .options(Options { batch_size: batch, advisory_row_locks, ..Options::default() })
                 .rules(Rules(strategy))
                 .entity::<Note>()
                 .build()
@@ -227,6 +228,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     for b in &batches {
         plan.push(("sweep-purge".into(), b.clone()));
+        plan.push(("sweep-purge-no-advisory".into(), b.clone()));
     }
     plan.push(("raw-update".into(), "0".into()));
     for b in &batches {

@@ -45,6 +45,15 @@ pub struct Options {
     /// failed (default 1 hour).
     #[serde(with = "humantime_secs")]
     pub settle_timeout: Duration,
+    /// Whether sweeps take each candidate row's advisory lock (the key that
+    /// hold creation and host deletions take) on top of its row lock
+    /// (default `true`). Holds created through Cohort are safe either way:
+    /// hold creation locks the row `FOR SHARE`, which conflicts with the
+    /// sweep's `FOR UPDATE`, and the sweep re-checks holds after its locks.
+    /// Turning it off makes purges markedly faster (see docs/performance.md);
+    /// keep it on if anything outside Cohort relies on the advisory keys.
+    /// Erasures always take them.
+    pub advisory_row_locks: bool,
     /// How long holds that no longer protect (expired or removed) are kept
     /// before [`crate::holds::Holds::prune`] deletes them; `None` (the default)
     /// keeps them forever.
@@ -61,6 +70,7 @@ impl Default for Options {
             conventions: Conventions::default(),
             observer_timeout: Duration::from_secs(5),
             settle_timeout: Duration::from_secs(3600),
+            advisory_row_locks: true,
             inactive_hold_retention: None,
         }
     }

@@ -1,3 +1,5 @@
+// contract: C2 — the README is the crate documentation: its Rust examples
+// compile as doctests (and docs/model.md below), so a stale example fails the build.
 #![doc = include_str!("../../../README.md")]
 
 mod catalog;

@@ -779,3 +779,67 @@ async fn a_sweep_never_joins_the_callers_transaction() {
         1
     );
 }
+
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "orders",
+    anchor = "placed_at",
+    id = "7c0f9a52-1b2d-4c3e-8f4a-5b6c7d8e9f01",
+    table = "orders"
+)]
+struct Order {
+    id: i64,
+    tenant_id: Uuid,
+    placed_at: chrono::DateTime<Utc>,
+}
+
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "orders",
+    anchor = "placed_at",
+    id = "7c0f9a52-1b2d-4c3e-8f4a-5b6c7d8e9f02",
+    table = "order_lines"
+)]
+struct OrderLine {
+    id: i64,
+    tenant_id: Uuid,
+    placed_at: chrono::DateTime<Utc>,
+    order_id: i64,
+}
+
+// contract: X16
+#[tokio::test]
+async fn referencing_types_are_processed_before_the_types_they_reference() {
+    let (db, _) = db_with_cohort("public").await;
+    db.exec(
+        "CREATE TABLE orders (id bigint PRIMARY KEY, tenant_id uuid NOT NULL, placed_at timestamptz NOT NULL);
+         CREATE TABLE order_lines (id bigint PRIMARY KEY, tenant_id uuid NOT NULL, placed_at timestamptz NOT NULL,
+             order_id bigint NOT NULL REFERENCES orders (id));
+         INSERT INTO orders SELECT g, '11111111-1111-1111-1111-111111111111', now() - interval '400 days' FROM generate_series(1, 3) g;
+         INSERT INTO order_lines SELECT g, '11111111-1111-1111-1111-111111111111', now() - interval '400 days', 1 + g % 3
+             FROM generate_series(1, 9) g;",
+    )
+    .await;
+    let rules = TestRules::new().with(
+        "orders",
+        Capabilities::only(Strategy::Purge),
+        Rule::new(Period::days(30), Strategy::Purge),
+    );
+    // The parent is registered first; the child still goes first.
+    let cohort = Cohort::builder(db.pool().clone())
+        .rules(rules)
+        .entity::<Order>()
+        .entity::<OrderLine>()
+        .build()
+        .await
+        .expect("model");
+    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
+    let order: Vec<&str> = result.summaries.iter().map(|s| s.entity_type).collect();
+    assert_eq!(order, vec!["OrderLine", "Order"]);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM orders").await
+            + count(&db, "SELECT count(*) FROM order_lines").await,
+        0
+    );
+}

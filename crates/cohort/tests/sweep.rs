@@ -113,7 +113,7 @@ async fn exists(db: &TestDb, table: &str, id: Uuid) -> bool {
         == 1
 }
 
-// contract: S1, S3, S5, S6, A1, X3, P1
+// contract: S1, S3, S4, S5, S6, A1, X3, P1
 #[tokio::test]
 async fn the_readme_scenario_purges_anonymises_and_leaves_other_tenants_and_holds_alone() {
     let db = setup().await;
@@ -678,4 +678,38 @@ async fn tenantless_runs_are_attributed_to_the_nil_uuid() {
         .await;
     cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(count(&db, "SELECT count(*) FROM system_log").await, 2);
+}
+
+// contract: P4
+#[tokio::test]
+async fn the_provider_receives_category_tenant_and_logical_time() {
+    let db = setup().await;
+    let rules = readme_rules();
+    let cohort = build(&db, rules.clone(), Options::default()).await;
+    cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    cohort
+        .preview(
+            &Scope::Tenant(TenantContext::new(tenant_b())),
+            now() - Duration::days(1),
+        )
+        .await
+        .expect("preview");
+    let seen = rules.seen.lock().expect("seen").clone();
+    assert_eq!(
+        seen,
+        vec![
+            ("session-notes".to_string(), Some(tenant_a()), now()),
+            ("case-contacts".to_string(), Some(tenant_a()), now()),
+            (
+                "session-notes".to_string(),
+                Some(tenant_b()),
+                now() - Duration::days(1)
+            ),
+            (
+                "case-contacts".to_string(),
+                Some(tenant_b()),
+                now() - Duration::days(1)
+            ),
+        ]
+    );
 }

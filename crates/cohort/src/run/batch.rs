@@ -84,6 +84,8 @@ pub(crate) struct EntityBatches<'a> {
     /// The erasure subject (`$4`), for erasures.
     pub(crate) subject: Option<&'a str>,
     pub(crate) batch_size: u32,
+    /// Whether to take the rows' advisory locks (always for erasures).
+    pub(crate) advisory_locks: bool,
     pub(crate) cancellation: &'a Option<CancellationToken>,
 }
 
@@ -183,14 +185,18 @@ impl EntityBatches<'_> {
 
         // 2. The rows' advisory locks, in key order; a row whose lock another
         //    transaction holds (a hold being created, a host deletion) is left.
-        let busy: Vec<String> = self
-            .common_scalar(sqlx::query_scalar(AssertSqlSafe(
+        //    (Sweeps may skip them: see `Options::advisory_row_locks`.)
+        let busy: Vec<String> = if self.advisory_locks {
+            self.common_scalar(sqlx::query_scalar(AssertSqlSafe(
                 self.sql.lock_rows.clone(),
             )))
             .bind(&records)
             .fetch_one(&mut *tx)
             .await
-            .map_err(db)?;
+            .map_err(db)?
+        } else {
+            Vec::new()
+        };
         let keep: Vec<bool> = records.iter().map(|r| !busy.contains(r)).collect();
 
         // 3. The mutation: a new statement, so a new snapshot that sees every

@@ -359,6 +359,7 @@ impl Cohort {
             tenant,
             subject,
             batch_size: inner.options.batch_size,
+            advisory_locks: inner.options.advisory_row_locks || spec.erasure.is_some(),
             cancellation: &spec.cancellation,
         };
         let (affected, failure, was_cancelled) = match batches.run(conn, delivery).await {
