@@ -270,7 +270,8 @@ pub(super) fn lock_many() -> String {
     format!(
         "SELECT pg_catalog.pg_advisory_xact_lock(o.k) FROM ( \
            SELECT DISTINCT {key} AS k \
-           FROM pg_catalog.unnest($1::pg_catalog.uuid[], $2::pg_catalog.uuid[], $3::pg_catalog.text[]) AS u(e, tn, r) \
+           FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.uuid[]), \
+                          pg_catalog.unnest($3::pg_catalog.text[])) AS u(e, tn, r) \
            ORDER BY 1) o",
         key = row_lock_key("u.e", "u.tn", "u.r")
     )

@@ -85,8 +85,10 @@ impl HoldSql {
     /// database clock; returns their 1-based positions.
     pub(super) fn held_targets(&self) -> String {
         format!(
-            "SELECT u.i FROM pg_catalog.unnest($1::pg_catalog.uuid[], $2::pg_catalog.uuid[], \
-                                              $3::pg_catalog.text[]) WITH ORDINALITY AS u(e, tn, r, i) \
+            "SELECT u.i FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), \
+                                        pg_catalog.unnest($2::pg_catalog.uuid[]), \
+                                        pg_catalog.unnest($3::pg_catalog.text[])) \
+                             WITH ORDINALITY AS u(e, tn, r, i) \
              WHERE EXISTS (SELECT 1 FROM {holds} AS h \
                WHERE h.retained_entity_id = u.e AND h.record_id = u.r \
                  AND h.tenant_id IS NOT DISTINCT FROM u.tn AND {active}) \
