@@ -267,7 +267,13 @@ async fn holds_count(db: &TestDb) -> i64 {
 }
 
 fn request(entity: &str, record: impl Into<String>, tenant: Option<Uuid>) -> HoldRequest {
-    HoldRequest::new(uuid(entity), record, tenant, "Litigation hold - case #12345", Utc::now())
+    HoldRequest::new(
+        uuid(entity),
+        record,
+        tenant,
+        "Litigation hold - case #12345",
+        Utc::now(),
+    )
 }
 
 async fn create(db: &TestDb, cohort: &Cohort, r: HoldRequest) -> Result<Hold, Error> {
@@ -275,7 +281,13 @@ async fn create(db: &TestDb, cohort: &Cohort, r: HoldRequest) -> Result<Hold, Er
     cohort.holds().create(&mut conn, r).await
 }
 
-async fn hold_on(db: &TestDb, cohort: &Cohort, entity: &str, record: &str, tenant: Option<Uuid>) -> Hold {
+async fn hold_on(
+    db: &TestDb,
+    cohort: &Cohort,
+    entity: &str,
+    record: &str,
+    tenant: Option<Uuid>,
+) -> Hold {
     create(db, cohort, request(entity, record, tenant))
         .await
         .expect("hold created")
@@ -368,20 +380,58 @@ async fn held_rows_survive_purge_soft_delete_and_anonymise_sweeps_and_a_host_del
     ticket(&db, 2, tenant_a(), 40).await;
     log_line(&db, 1, 40).await;
     log_line(&db, 2, 40).await;
-    hold_on(&db, &cohort, NOTE_ID, &held_note.to_string(), Some(tenant_a())).await;
-    hold_on(&db, &cohort, CONTACT_ID, &held_contact.to_string(), Some(tenant_a())).await;
+    hold_on(
+        &db,
+        &cohort,
+        NOTE_ID,
+        &held_note.to_string(),
+        Some(tenant_a()),
+    )
+    .await;
+    hold_on(
+        &db,
+        &cohort,
+        CONTACT_ID,
+        &held_contact.to_string(),
+        Some(tenant_a()),
+    )
+    .await;
     hold_on(&db, &cohort, TICKET_ID, "1", Some(tenant_a())).await;
     hold_on(&db, &cohort, LOG_ID, "1", None).await;
 
     let result = sweep_a(&cohort, Utc::now()).await;
-    assert_eq!((summary(&result, "SessionNote").affected, summary(&result, "SessionNote").held), (1, 1));
-    assert_eq!((summary(&result, "CaseContact").affected, summary(&result, "CaseContact").held), (1, 1));
-    assert_eq!((summary(&result, "Ticket").affected, summary(&result, "Ticket").held), (1, 1));
+    assert_eq!(
+        (
+            summary(&result, "SessionNote").affected,
+            summary(&result, "SessionNote").held
+        ),
+        (1, 1)
+    );
+    assert_eq!(
+        (
+            summary(&result, "CaseContact").affected,
+            summary(&result, "CaseContact").held
+        ),
+        (1, 1)
+    );
+    assert_eq!(
+        (
+            summary(&result, "Ticket").affected,
+            summary(&result, "Ticket").held
+        ),
+        (1, 1)
+    );
     let tenantless = cohort
         .sweep(&Scope::Tenantless, Utc::now())
         .await
         .expect("tenantless sweep");
-    assert_eq!((summary(&tenantless, "SystemLog").affected, summary(&tenantless, "SystemLog").held), (1, 1));
+    assert_eq!(
+        (
+            summary(&tenantless, "SystemLog").affected,
+            summary(&tenantless, "SystemLog").held
+        ),
+        (1, 1)
+    );
 
     // Purge.
     assert!(note_exists(&db, held_note).await, "held note purged");
@@ -396,11 +446,23 @@ async fn held_rows_survive_purge_soft_delete_and_anonymise_sweeps_and_a_host_del
         "free contact not anonymised"
     );
     // Soft-delete.
-    assert!(exists_where(&db, "tickets WHERE id = 1 AND NOT is_deleted").await, "held ticket soft-deleted");
-    assert!(exists_where(&db, "tickets WHERE id = 2 AND is_deleted").await, "free ticket kept");
+    assert!(
+        exists_where(&db, "tickets WHERE id = 1 AND NOT is_deleted").await,
+        "held ticket soft-deleted"
+    );
+    assert!(
+        exists_where(&db, "tickets WHERE id = 2 AND is_deleted").await,
+        "free ticket kept"
+    );
     // Tenantless purge.
-    assert!(exists_where(&db, "system_log WHERE id = 1").await, "held log line purged");
-    assert!(!exists_where(&db, "system_log WHERE id = 2").await, "free log line kept");
+    assert!(
+        exists_where(&db, "system_log WHERE id = 1").await,
+        "held log line purged"
+    );
+    assert!(
+        !exists_where(&db, "system_log WHERE id = 2").await,
+        "free log line kept"
+    );
 
     // A host deletion through the deletion service.
     let called = Arc::new(AtomicBool::new(false));
@@ -410,7 +472,11 @@ async fn held_rows_survive_purge_soft_delete_and_anonymise_sweeps_and_a_host_del
         .deletion()
         .execute(
             &mut conn,
-            &[Target::new(uuid(NOTE_ID), held_note.to_string(), Some(tenant_a()))],
+            &[Target::new(
+                uuid(NOTE_ID),
+                held_note.to_string(),
+                Some(tenant_a()),
+            )],
             move |c| {
                 Box::pin(async move {
                     flag.store(true, Ordering::SeqCst);
@@ -424,8 +490,14 @@ async fn held_rows_survive_purge_soft_delete_and_anonymise_sweeps_and_a_host_del
         )
         .await
         .expect("deletion");
-    assert!(matches!(outcome, DeletionOutcome::Protected { .. }), "{outcome:?}");
-    assert!(!called.load(Ordering::SeqCst), "callback ran for a held row");
+    assert!(
+        matches!(outcome, DeletionOutcome::Protected { .. }),
+        "{outcome:?}"
+    );
+    assert!(
+        !called.load(Ordering::SeqCst),
+        "callback ran for a held row"
+    );
     assert!(note_exists(&db, held_note).await);
 }
 
@@ -469,7 +541,13 @@ async fn a_backdated_sweep_judges_holds_by_the_database_clock() {
     create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), held.to_string(), Some(tenant_a()), "case", now - Duration::days(1)),
+        HoldRequest::new(
+            uuid(NOTE_ID),
+            held.to_string(),
+            Some(tenant_a()),
+            "case",
+            now - Duration::days(1),
+        ),
     )
     .await
     .expect("hold");
@@ -478,16 +556,28 @@ async fn a_backdated_sweep_judges_holds_by_the_database_clock() {
     create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), expired.to_string(), Some(tenant_a()), "case", now - Duration::days(10))
-            .expires_at(now - Duration::days(1)),
+        HoldRequest::new(
+            uuid(NOTE_ID),
+            expired.to_string(),
+            Some(tenant_a()),
+            "case",
+            now - Duration::days(10),
+        )
+        .expires_at(now - Duration::days(1)),
     )
     .await
     .expect("hold");
     let control = note(&db, tenant_a(), 40).await;
 
     let result = sweep_a(&cohort, now - Duration::days(2)).await;
-    assert!(note_exists(&db, held).await, "a backdated sweep passed a hold created yesterday");
-    assert!(!note_exists(&db, expired).await, "an expired hold still protected");
+    assert!(
+        note_exists(&db, held).await,
+        "a backdated sweep passed a hold created yesterday"
+    );
+    assert!(
+        !note_exists(&db, expired).await,
+        "an expired hold still protected"
+    );
     assert!(!note_exists(&db, control).await);
     let notes = summary(&result, "SessionNote");
     assert_eq!((notes.affected, notes.held), (2, 1));
@@ -509,7 +599,13 @@ async fn the_stored_created_at_is_the_earlier_of_the_requested_one_and_the_datab
     let hold = create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), ahead_note.to_string(), Some(tenant_a()), "case", requested),
+        HoldRequest::new(
+            uuid(NOTE_ID),
+            ahead_note.to_string(),
+            Some(tenant_a()),
+            "case",
+            requested,
+        ),
     )
     .await
     .expect("hold");
@@ -517,7 +613,10 @@ async fn the_stored_created_at_is_the_earlier_of_the_requested_one_and_the_datab
         .fetch_one(db.pool())
         .await
         .expect("clock");
-    assert!(hold.created_at >= before && hold.created_at <= after, "{hold:?} not within [{before}, {after}]");
+    assert!(
+        hold.created_at >= before && hold.created_at <= after,
+        "{hold:?} not within [{before}, {after}]"
+    );
     assert!(hold.created_at < requested);
     // It protects at once.
     sweep_a(&cohort, Utc::now()).await;
@@ -529,16 +628,23 @@ async fn the_stored_created_at_is_the_earlier_of_the_requested_one_and_the_datab
     let hold = create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), past_note.to_string(), Some(tenant_a()), "case", past),
+        HoldRequest::new(
+            uuid(NOTE_ID),
+            past_note.to_string(),
+            Some(tenant_a()),
+            "case",
+            past,
+        ),
     )
     .await
     .expect("hold");
     assert_eq!(hold.created_at, past);
-    let stored: DateTime<Utc> = sqlx::query_scalar("SELECT created_at FROM retention_holds WHERE hold_id = $1")
-        .bind(hold.hold_id)
-        .fetch_one(db.pool())
-        .await
-        .expect("stored");
+    let stored: DateTime<Utc> =
+        sqlx::query_scalar("SELECT created_at FROM retention_holds WHERE hold_id = $1")
+            .bind(hold.hold_id)
+            .fetch_one(db.pool())
+            .await
+            .expect("stored");
     assert_eq!(stored, past);
 }
 
@@ -555,7 +661,14 @@ async fn expiry_and_removal_are_stored_as_given_and_end_protection_by_the_databa
     let h = create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), expiring.to_string(), Some(tenant_a()), "case", now).expires_at(in_a_year),
+        HoldRequest::new(
+            uuid(NOTE_ID),
+            expiring.to_string(),
+            Some(tenant_a()),
+            "case",
+            now,
+        )
+        .expires_at(in_a_year),
     )
     .await
     .expect("hold");
@@ -563,14 +676,34 @@ async fn expiry_and_removal_are_stored_as_given_and_end_protection_by_the_databa
     create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), expired.to_string(), Some(tenant_a()), "case", now - Duration::days(2))
-            .expires_at(now - Duration::days(1)),
+        HoldRequest::new(
+            uuid(NOTE_ID),
+            expired.to_string(),
+            Some(tenant_a()),
+            "case",
+            now - Duration::days(2),
+        )
+        .expires_at(now - Duration::days(1)),
     )
     .await
     .expect("hold");
-    let forever_hold = hold_on(&db, &cohort, NOTE_ID, &forever.to_string(), Some(tenant_a())).await;
+    let forever_hold = hold_on(
+        &db,
+        &cohort,
+        NOTE_ID,
+        &forever.to_string(),
+        Some(tenant_a()),
+    )
+    .await;
     assert_eq!(forever_hold.expires_at, None);
-    let later_hold = hold_on(&db, &cohort, NOTE_ID, &removed_later.to_string(), Some(tenant_a())).await;
+    let later_hold = hold_on(
+        &db,
+        &cohort,
+        NOTE_ID,
+        &removed_later.to_string(),
+        Some(tenant_a()),
+    )
+    .await;
     let mut conn = db.pool().acquire().await.expect("connection");
     let removal = now + Duration::days(1);
     let removed = cohort
@@ -582,9 +715,18 @@ async fn expiry_and_removal_are_stored_as_given_and_end_protection_by_the_databa
 
     sweep_a(&cohort, Utc::now()).await;
     assert!(note_exists(&db, expiring).await);
-    assert!(!note_exists(&db, expired).await, "an expired hold protected");
-    assert!(note_exists(&db, forever).await, "a hold without expiry stopped protecting");
-    assert!(note_exists(&db, removed_later).await, "a removal in the future already ended protection");
+    assert!(
+        !note_exists(&db, expired).await,
+        "an expired hold protected"
+    );
+    assert!(
+        note_exists(&db, forever).await,
+        "a hold without expiry stopped protecting"
+    );
+    assert!(
+        note_exists(&db, removed_later).await,
+        "a removal in the future already ended protection"
+    );
 
     // Removing the hold without expiry (a second ago) ends its protection.
     let gone = now_s() - Duration::seconds(1);
@@ -595,14 +737,18 @@ async fn expiry_and_removal_are_stored_as_given_and_end_protection_by_the_databa
         .expect("remove");
     assert_eq!(removed.removed_at, Some(gone));
     sweep_a(&cohort, Utc::now()).await;
-    assert!(!note_exists(&db, forever).await, "a removed hold still protected");
+    assert!(
+        !note_exists(&db, forever).await,
+        "a removed hold still protected"
+    );
     assert!(note_exists(&db, removed_later).await);
     assert!(note_exists(&db, expiring).await);
 }
 
 // contract: H6, H14
 #[tokio::test]
-async fn reporting_queries_judge_the_as_of_given_and_the_instant_of_expiry_or_removal_is_not_held() {
+async fn reporting_queries_judge_the_as_of_given_and_the_instant_of_expiry_or_removal_is_not_held()
+{
     let (db, cohort) = setup().await;
     let now = now_s();
     let t0 = now - Duration::days(10);
@@ -612,7 +758,8 @@ async fn reporting_queries_judge_the_as_of_given_and_the_instant_of_expiry_or_re
     let hold = create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), id.to_string(), Some(tenant_a()), "case", t0).expires_at(t2),
+        HoldRequest::new(uuid(NOTE_ID), id.to_string(), Some(tenant_a()), "case", t0)
+            .expires_at(t2),
     )
     .await
     .expect("hold");
@@ -620,14 +767,44 @@ async fn reporting_queries_judge_the_as_of_given_and_the_instant_of_expiry_or_re
     assert!(!is_held(&db, &cohort, &target, t0 - us).await);
     assert!(is_held(&db, &cohort, &target, t0).await);
     assert!(is_held(&db, &cohort, &target, t2 - us).await);
-    assert!(!is_held(&db, &cohort, &target, t2).await, "held at the instant of expiry");
+    assert!(
+        !is_held(&db, &cohort, &target, t2).await,
+        "held at the instant of expiry"
+    );
 
     let mut conn = db.pool().acquire().await.expect("connection");
     let listed = |hs: Vec<Hold>| hs.into_iter().map(|h| h.hold_id).collect::<Vec<_>>();
     let all = HoldFilter::all();
-    assert_eq!(listed(cohort.holds().list_active(&mut conn, t0 - us, &all).await.expect("list")), Vec::<Uuid>::new());
-    assert_eq!(listed(cohort.holds().list_active(&mut conn, t0, &all).await.expect("list")), vec![hold.hold_id]);
-    assert_eq!(listed(cohort.holds().list_active(&mut conn, t2, &all).await.expect("list")), Vec::<Uuid>::new());
+    assert_eq!(
+        listed(
+            cohort
+                .holds()
+                .list_active(&mut conn, t0 - us, &all)
+                .await
+                .expect("list")
+        ),
+        Vec::<Uuid>::new()
+    );
+    assert_eq!(
+        listed(
+            cohort
+                .holds()
+                .list_active(&mut conn, t0, &all)
+                .await
+                .expect("list")
+        ),
+        vec![hold.hold_id]
+    );
+    assert_eq!(
+        listed(
+            cohort
+                .holds()
+                .list_active(&mut conn, t2, &all)
+                .await
+                .expect("list")
+        ),
+        Vec::<Uuid>::new()
+    );
 
     let removal = now + Duration::days(5);
     cohort
@@ -636,9 +813,30 @@ async fn reporting_queries_judge_the_as_of_given_and_the_instant_of_expiry_or_re
         .await
         .expect("remove");
     assert!(is_held(&db, &cohort, &target, removal - us).await);
-    assert!(!is_held(&db, &cohort, &target, removal).await, "held at the instant of removal");
-    assert_eq!(listed(cohort.holds().list_active(&mut conn, now, &all).await.expect("list")), vec![hold.hold_id]);
-    assert_eq!(listed(cohort.holds().list_active(&mut conn, removal, &all).await.expect("list")), Vec::<Uuid>::new());
+    assert!(
+        !is_held(&db, &cohort, &target, removal).await,
+        "held at the instant of removal"
+    );
+    assert_eq!(
+        listed(
+            cohort
+                .holds()
+                .list_active(&mut conn, now, &all)
+                .await
+                .expect("list")
+        ),
+        vec![hold.hold_id]
+    );
+    assert_eq!(
+        listed(
+            cohort
+                .holds()
+                .list_active(&mut conn, removal, &all)
+                .await
+                .expect("list")
+        ),
+        Vec::<Uuid>::new()
+    );
 
     // Filters.
     let other = note(&db, tenant_b(), 40).await;
@@ -661,7 +859,11 @@ async fn reporting_queries_judge_the_as_of_given_and_the_instant_of_expiry_or_re
         listed(
             cohort
                 .holds()
-                .list_active(&mut conn, at, &HoldFilter::all().entity(uuid(NOTE_ID)).tenant(tenant_b()))
+                .list_active(
+                    &mut conn,
+                    at,
+                    &HoldFilter::all().entity(uuid(NOTE_ID)).tenant(tenant_b())
+                )
                 .await
                 .expect("list")
         ),
@@ -678,10 +880,17 @@ async fn an_unknown_or_exempt_type_cannot_be_held() {
     let (db, cohort) = setup().await;
     db.exec("INSERT INTO app_settings VALUES (1)").await;
     for entity in [Uuid::new_v4(), uuid(SETTING_ID)] {
-        let err = create(&db, &cohort, HoldRequest::new(entity, "1", None, "case", Utc::now()))
-            .await
-            .expect_err("unknown type");
-        assert_eq!(hold_error(err), HoldError::UnknownEntity { entity_id: entity });
+        let err = create(
+            &db,
+            &cohort,
+            HoldRequest::new(entity, "1", None, "case", Utc::now()),
+        )
+        .await
+        .expect_err("unknown type");
+        assert_eq!(
+            hold_error(err),
+            HoldError::UnknownEntity { entity_id: entity }
+        );
     }
     assert_eq!(holds_count(&db).await, 0);
 }
@@ -697,7 +906,14 @@ async fn record_ids_are_read_through_the_key_type_stored_as_the_rows_text_and_ho
     keyed(&db, "citext_items", "'other'", tenant_a(), 40).await;
     keyed(&db, "numeric_items", "1.50", tenant_a(), 40).await;
     keyed(&db, "numeric_items", "1.56", tenant_a(), 40).await;
-    keyed(&db, "text_items", r#"'O''Brien; DROP TABLE text_items; --'"#, tenant_a(), 40).await;
+    keyed(
+        &db,
+        "text_items",
+        r#"'O''Brien; DROP TABLE text_items; --'"#,
+        tenant_a(),
+        40,
+    )
+    .await;
     keyed(&db, "text_items", "'plain'", tenant_a(), 40).await;
     keyed(&db, "orders", "42", tenant_a(), 40).await;
     keyed(&db, "orders", "43", tenant_a(), 40).await;
@@ -706,33 +922,64 @@ async fn record_ids_are_read_through_the_key_type_stored_as_the_rows_text_and_ho
         (TICKET_ID, "007", "7"),
         (CITEXT_ID, "ABC", "abc"),
         (NUMERIC_ID, "1.5", "1.50"),
-        (TEXT_ID, "O'Brien; DROP TABLE text_items; --", "O'Brien; DROP TABLE text_items; --"),
+        (
+            TEXT_ID,
+            "O'Brien; DROP TABLE text_items; --",
+            "O'Brien; DROP TABLE text_items; --",
+        ),
         (ORDER_ID, "0042", "42"),
     ];
     for (entity, spelled, canonical) in cases {
         let hold = hold_on(&db, &cohort, entity, spelled, a).await;
         assert_eq!(hold.record_id, canonical, "{entity} {spelled}");
-        let stored: String = sqlx::query_scalar("SELECT record_id FROM retention_holds WHERE hold_id = $1")
-            .bind(hold.hold_id)
-            .fetch_one(db.pool())
-            .await
-            .expect("stored");
+        let stored: String =
+            sqlx::query_scalar("SELECT record_id FROM retention_holds WHERE hold_id = $1")
+                .bind(hold.hold_id)
+                .fetch_one(db.pool())
+                .await
+                .expect("stored");
         assert_eq!(stored, canonical);
         // Asking in another spelling finds it too.
-        assert!(is_held(&db, &cohort, &Target::new(uuid(entity), spelled, a), Utc::now()).await);
-        assert!(is_held(&db, &cohort, &Target::new(uuid(entity), canonical, a), Utc::now()).await);
+        assert!(
+            is_held(
+                &db,
+                &cohort,
+                &Target::new(uuid(entity), spelled, a),
+                Utc::now()
+            )
+            .await
+        );
+        assert!(
+            is_held(
+                &db,
+                &cohort,
+                &Target::new(uuid(entity), canonical, a),
+                Utc::now()
+            )
+            .await
+        );
     }
-    // An explicit cast would round '1.555' to the row 1.56 and truncate
-    // nothing here; the key is compared unrounded, so no row matches.
+    // An explicit cast to numeric(10,2) would round '1.555' onto the row
+    // 1.56; the key is compared as unconstrained numeric, so no row matches.
     let err = create(&db, &cohort, request(NUMERIC_ID, "1.555", a))
         .await
         .expect_err("rounded onto another row");
-    assert_eq!(hold_error(err), HoldError::NoSuchRow { entity_id: uuid(NUMERIC_ID) });
+    assert_eq!(
+        hold_error(err),
+        HoldError::NoSuchRow {
+            entity_id: uuid(NUMERIC_ID)
+        }
+    );
     // text is case-sensitive: another spelling is another key.
     let err = create(&db, &cohort, request(TEXT_ID, "PLAIN", a))
         .await
         .expect_err("case-folded");
-    assert_eq!(hold_error(err), HoldError::NoSuchRow { entity_id: uuid(TEXT_ID) });
+    assert_eq!(
+        hold_error(err),
+        HoldError::NoSuchRow {
+            entity_id: uuid(TEXT_ID)
+        }
+    );
 
     let result = sweep_a(&cohort, Utc::now()).await;
     for entity_type in ["Ticket", "CitextItem", "NumericItem", "TextItem", "Order"] {
@@ -745,7 +992,13 @@ async fn record_ids_are_read_through_the_key_type_stored_as_the_rows_text_and_ho
     assert!(!exists_where(&db, "citext_items WHERE id = 'other'").await);
     assert!(exists_where(&db, "numeric_items WHERE id = 1.50").await);
     assert!(!exists_where(&db, "numeric_items WHERE id = 1.56").await);
-    assert!(exists_where(&db, "text_items WHERE id = 'O''Brien; DROP TABLE text_items; --'").await);
+    assert!(
+        exists_where(
+            &db,
+            "text_items WHERE id = 'O''Brien; DROP TABLE text_items; --'"
+        )
+        .await
+    );
     assert!(!exists_where(&db, "text_items WHERE id = 'plain'").await);
     assert!(exists_where(&db, "orders WHERE id = 42").await);
     assert!(!exists_where(&db, "orders WHERE id = 43").await);
@@ -775,7 +1028,10 @@ async fn values_the_key_type_refuses_are_typed_errors() {
             .expect_err("malformed");
         let err = hold_error(err);
         match &err {
-            HoldError::MalformedRecordId { entity_id, sqlstate } => {
+            HoldError::MalformedRecordId {
+                entity_id,
+                sqlstate,
+            } => {
                 assert_eq!(*entity_id, uuid(entity));
                 assert_eq!(sqlstate, code, "{entity} {record}");
             }
@@ -787,7 +1043,10 @@ async fn values_the_key_type_refuses_are_typed_errors() {
             .is_held(&mut conn, &Target::new(uuid(entity), record, a), Utc::now())
             .await
             .expect_err("malformed");
-        assert!(matches!(hold_error(err), HoldError::MalformedRecordId { .. }));
+        assert!(matches!(
+            hold_error(err),
+            HoldError::MalformedRecordId { .. }
+        ));
     }
     assert_eq!(holds_count(&db).await, 0);
     assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 1);
@@ -795,7 +1054,8 @@ async fn values_the_key_type_refuses_are_typed_errors() {
 
 // contract: H9
 #[tokio::test]
-async fn in_a_repeatable_read_transaction_a_row_deleted_since_the_snapshot_is_a_serialization_failure() {
+async fn in_a_repeatable_read_transaction_a_row_deleted_since_the_snapshot_is_a_serialization_failure()
+ {
     let (db, cohort) = setup().await;
     let id = note(&db, tenant_a(), 40).await;
     let mut conn = db.pool().acquire().await.expect("connection");
@@ -825,7 +1085,10 @@ async fn in_a_repeatable_read_transaction_a_row_deleted_since_the_snapshot_is_a_
         .expect_err("serialization failure");
     assert_eq!(sqlstate(&err).as_deref(), Some("40001"), "{err:?}");
     // The savepoint was rolled back: the transaction still answers.
-    let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&mut *tx).await.expect("usable");
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&mut *tx)
+        .await
+        .expect("usable");
     assert_eq!(one, 1);
     tx.rollback().await.expect("rollback");
     assert_eq!(holds_count(&db).await, 0);
@@ -850,7 +1113,12 @@ async fn a_row_that_does_not_exist_cannot_be_held() {
         let err = create(&db, &cohort, request(entity, record, tenant))
             .await
             .expect_err("no row");
-        assert_eq!(hold_error(err), HoldError::NoSuchRow { entity_id: uuid(entity) });
+        assert_eq!(
+            hold_error(err),
+            HoldError::NoSuchRow {
+                entity_id: uuid(entity)
+            }
+        );
     }
     assert_eq!(holds_count(&db).await, 0);
 }
@@ -861,18 +1129,37 @@ async fn the_tenant_must_fit_the_type_and_match_the_row() {
     let (db, cohort) = setup().await;
     let id = note(&db, tenant_a(), 40).await;
     log_line(&db, 1, 40).await;
-    let err = create(&db, &cohort, request(NOTE_ID, id.to_string(), Some(tenant_b())))
-        .await
-        .expect_err("mismatch");
-    assert_eq!(hold_error(err), HoldError::TenantMismatch { entity_id: uuid(NOTE_ID) });
+    let err = create(
+        &db,
+        &cohort,
+        request(NOTE_ID, id.to_string(), Some(tenant_b())),
+    )
+    .await
+    .expect_err("mismatch");
+    assert_eq!(
+        hold_error(err),
+        HoldError::TenantMismatch {
+            entity_id: uuid(NOTE_ID)
+        }
+    );
     let err = create(&db, &cohort, request(NOTE_ID, id.to_string(), None))
         .await
         .expect_err("required");
-    assert_eq!(hold_error(err), HoldError::TenantRequired { entity_id: uuid(NOTE_ID) });
+    assert_eq!(
+        hold_error(err),
+        HoldError::TenantRequired {
+            entity_id: uuid(NOTE_ID)
+        }
+    );
     let err = create(&db, &cohort, request(LOG_ID, "1", Some(tenant_a())))
         .await
         .expect_err("not allowed");
-    assert_eq!(hold_error(err), HoldError::TenantNotAllowed { entity_id: uuid(LOG_ID) });
+    assert_eq!(
+        hold_error(err),
+        HoldError::TenantNotAllowed {
+            entity_id: uuid(LOG_ID)
+        }
+    );
     assert_eq!(holds_count(&db).await, 0);
 
     let hold = hold_on(&db, &cohort, LOG_ID, "1", None).await;
@@ -886,7 +1173,8 @@ async fn the_tenant_must_fit_the_type_and_match_the_row() {
 
 // contract: H11, H1
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hold_creation_takes_the_rows_advisory_lock_first_and_a_racing_purge_sweep_leaves_the_row() {
+async fn hold_creation_takes_the_rows_advisory_lock_first_and_a_racing_purge_sweep_leaves_the_row()
+{
     let (db, cohort) = setup().await;
     let id = note(&db, tenant_a(), 40).await;
     let control = note(&db, tenant_a(), 40).await;
@@ -909,7 +1197,10 @@ async fn hold_creation_takes_the_rows_advisory_lock_first_and_a_racing_purge_swe
         tokio::spawn(async move {
             let r = cohort
                 .holds()
-                .create(&mut creator, request(NOTE_ID, id.to_string(), Some(tenant_a())))
+                .create(
+                    &mut creator,
+                    request(NOTE_ID, id.to_string(), Some(tenant_a())),
+                )
                 .await;
             (creator, r)
         })
@@ -918,7 +1209,10 @@ async fn hold_creation_takes_the_rows_advisory_lock_first_and_a_racing_purge_swe
 
     // The sweep runs meanwhile: it cannot take the row's lock, so it leaves it.
     let result = sweep_a(&cohort, Utc::now()).await;
-    assert!(note_exists(&db, id).await, "the sweep slipped past a hold being created");
+    assert!(
+        note_exists(&db, id).await,
+        "the sweep slipped past a hold being created"
+    );
     assert!(!note_exists(&db, control).await);
     assert_eq!(summary(&result, "SessionNote").affected, 1);
     assert_eq!(
@@ -927,19 +1221,27 @@ async fn hold_creation_takes_the_rows_advisory_lock_first_and_a_racing_purge_swe
         "the ledger counts the committed deletes"
     );
 
-    sqlx::query(AssertSqlSafe(format!("SELECT pg_advisory_unlock({ROW_KEY})")))
-        .bind(uuid(NOTE_ID))
-        .bind(tenant_a())
-        .bind(id.to_string())
-        .execute(&mut gate)
-        .await
-        .expect("release");
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT pg_advisory_unlock({ROW_KEY})"
+    )))
+    .bind(uuid(NOTE_ID))
+    .bind(tenant_a())
+    .bind(id.to_string())
+    .execute(&mut gate)
+    .await
+    .expect("release");
     let (_creator, created) = handle.await.expect("task");
     let hold = created.expect("hold created once the lock was free");
     assert_eq!(hold.record_id, id.to_string());
 
     let again = sweep_a(&cohort, Utc::now()).await;
-    assert_eq!((summary(&again, "SessionNote").affected, summary(&again, "SessionNote").held), (0, 1));
+    assert_eq!(
+        (
+            summary(&again, "SessionNote").affected,
+            summary(&again, "SessionNote").held
+        ),
+        (0, 1)
+    );
     assert!(note_exists(&db, id).await);
 }
 
@@ -955,14 +1257,20 @@ async fn an_uncommitted_hold_in_a_callers_transaction_keeps_a_concurrent_sweep_o
     let mut tx1 = sqlx::Acquire::begin(&mut *c1).await.expect("begin");
     cohort
         .holds()
-        .create(&mut tx1, request(NOTE_ID, kept.to_string(), Some(tenant_a())))
+        .create(
+            &mut tx1,
+            request(NOTE_ID, kept.to_string(), Some(tenant_a())),
+        )
         .await
         .expect("hold");
     let mut c2 = db.pool().acquire().await.expect("connection");
     let mut tx2 = sqlx::Acquire::begin(&mut *c2).await.expect("begin");
     cohort
         .holds()
-        .create(&mut tx2, request(NOTE_ID, rolled_back.to_string(), Some(tenant_a())))
+        .create(
+            &mut tx2,
+            request(NOTE_ID, rolled_back.to_string(), Some(tenant_a())),
+        )
         .await
         .expect("hold");
 
@@ -976,9 +1284,18 @@ async fn an_uncommitted_hold_in_a_callers_transaction_keeps_a_concurrent_sweep_o
     tx1.commit().await.expect("commit");
     tx2.rollback().await.expect("rollback");
     let result = sweep_a(&cohort, Utc::now()).await;
-    assert_eq!((summary(&result, "SessionNote").affected, summary(&result, "SessionNote").held), (1, 1));
+    assert_eq!(
+        (
+            summary(&result, "SessionNote").affected,
+            summary(&result, "SessionNote").held
+        ),
+        (1, 1)
+    );
     assert!(note_exists(&db, kept).await, "the committed hold protects");
-    assert!(!note_exists(&db, rolled_back).await, "the rolled-back hold never existed");
+    assert!(
+        !note_exists(&db, rolled_back).await,
+        "the rolled-back hold never existed"
+    );
     assert_eq!(holds_count(&db).await, 1);
 }
 
@@ -989,7 +1306,10 @@ async fn hold_creation_waits_for_a_row_locked_by_a_mutation_and_then_sees_it_gon
     let id = note(&db, tenant_a(), 40).await;
     // A mutation in flight: the row deleted, not yet committed.
     let mut gate = db.connect().await;
-    sqlx::query("BEGIN").execute(&mut gate).await.expect("begin");
+    sqlx::query("BEGIN")
+        .execute(&mut gate)
+        .await
+        .expect("begin");
     sqlx::query("DELETE FROM session_notes WHERE id = $1")
         .bind(id)
         .execute(&mut gate)
@@ -1003,18 +1323,26 @@ async fn hold_creation_waits_for_a_row_locked_by_a_mutation_and_then_sees_it_gon
         tokio::spawn(async move {
             let r = cohort
                 .holds()
-                .create(&mut creator, request(NOTE_ID, id.to_string(), Some(tenant_a())))
+                .create(
+                    &mut creator,
+                    request(NOTE_ID, id.to_string(), Some(tenant_a())),
+                )
                 .await;
             (creator, r)
         })
     };
     // It waits on the deleting transaction (FOR SHARE), not on a stale snapshot.
     assert_eq!(wait_until_blocked(&db, pid).await, "transactionid");
-    sqlx::query("COMMIT").execute(&mut gate).await.expect("commit");
+    sqlx::query("COMMIT")
+        .execute(&mut gate)
+        .await
+        .expect("commit");
     let (_creator, created) = handle.await.expect("task");
     assert_eq!(
         hold_error(created.expect_err("no row")),
-        HoldError::NoSuchRow { entity_id: uuid(NOTE_ID) }
+        HoldError::NoSuchRow {
+            entity_id: uuid(NOTE_ID)
+        }
     );
     assert_eq!(holds_count(&db).await, 0);
 }
@@ -1061,7 +1389,10 @@ async fn a_host_deletion_and_hold_creation_on_the_same_row_exclude_each_other() 
         tokio::spawn(async move {
             let r = cohort
                 .holds()
-                .create(&mut creator, request(NOTE_ID, id.to_string(), Some(tenant_a())))
+                .create(
+                    &mut creator,
+                    request(NOTE_ID, id.to_string(), Some(tenant_a())),
+                )
                 .await;
             (creator, r)
         })
@@ -1073,7 +1404,9 @@ async fn a_host_deletion_and_hold_creation_on_the_same_row_exclude_each_other() 
     let (_creator, created) = creating.await.expect("task");
     assert_eq!(
         hold_error(created.expect_err("no row")),
-        HoldError::NoSuchRow { entity_id: uuid(NOTE_ID) }
+        HoldError::NoSuchRow {
+            entity_id: uuid(NOTE_ID)
+        }
     );
     assert!(!note_exists(&db, id).await);
     assert_eq!(holds_count(&db).await, 0);
@@ -1148,7 +1481,10 @@ async fn a_refused_record_id_leaves_the_callers_transaction_usable_and_search_pa
         .create(&mut tx, request(NOTE_ID, "not-a-uuid", Some(tenant_a())))
         .await
         .expect_err("malformed");
-    assert!(matches!(hold_error(err), HoldError::MalformedRecordId { .. }));
+    assert!(matches!(
+        hold_error(err),
+        HoldError::MalformedRecordId { .. }
+    ));
     assert_eq!(show_search_path(&mut tx).await, "public, pg_temp");
 
     // The transaction goes on: an unqualified insert, then a good hold.
@@ -1165,18 +1501,31 @@ async fn a_refused_record_id_leaves_the_callers_transaction_usable_and_search_pa
         .await
         .expect("hold in the caller's transaction");
     assert_eq!(show_search_path(&mut tx).await, "public, pg_temp");
-    assert!(cohort
-        .holds()
-        .is_held(&mut tx, &Target::new(uuid(NOTE_ID), id.to_string(), Some(tenant_a())), Utc::now())
-        .await
-        .expect("is_held"));
+    assert!(
+        cohort
+            .holds()
+            .is_held(
+                &mut tx,
+                &Target::new(uuid(NOTE_ID), id.to_string(), Some(tenant_a())),
+                Utc::now()
+            )
+            .await
+            .expect("is_held")
+    );
     // Nothing is visible outside until the caller commits.
     assert_eq!(holds_count(&db).await, 0);
     tx.commit().await.expect("commit");
     assert_eq!(holds_count(&db).await, 1);
     assert!(note_exists(&db, id).await);
     assert_eq!(
-        count(&db, &format!("SELECT count(*) FROM retention_holds WHERE hold_id = '{}'", hold.hold_id)).await,
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM retention_holds WHERE hold_id = '{}'",
+                hold.hold_id
+            )
+        )
+        .await,
         1
     );
 }
@@ -1187,7 +1536,10 @@ async fn holds_refuse_a_transaction_sqlx_did_not_start_and_leave_it_open() {
     let (db, cohort) = setup().await;
     let id = note(&db, tenant_a(), 40).await;
     let mut conn = db.connect().await;
-    sqlx::query("BEGIN").execute(&mut conn).await.expect("begin");
+    sqlx::query("BEGIN")
+        .execute(&mut conn)
+        .await
+        .expect("begin");
     sqlx::query("INSERT INTO host_audit VALUES ($1)")
         .bind(id)
         .execute(&mut conn)
@@ -1195,12 +1547,18 @@ async fn holds_refuse_a_transaction_sqlx_did_not_start_and_leave_it_open() {
         .expect("insert");
     let err = cohort
         .holds()
-        .create(&mut conn, request(NOTE_ID, id.to_string(), Some(tenant_a())))
+        .create(
+            &mut conn,
+            request(NOTE_ID, id.to_string(), Some(tenant_a())),
+        )
         .await
         .expect_err("untracked");
     assert!(matches!(err, Error::UntrackedTransaction), "{err:?}");
     // Still the caller's open transaction: rolling it back undoes the insert.
-    sqlx::query("ROLLBACK").execute(&mut conn).await.expect("rollback");
+    sqlx::query("ROLLBACK")
+        .execute(&mut conn)
+        .await
+        .expect("rollback");
     assert_eq!(count(&db, "SELECT count(*) FROM host_audit").await, 0);
     assert_eq!(holds_count(&db).await, 0);
 }
@@ -1222,25 +1580,68 @@ async fn holds_are_removed_listed_and_pruned_after_the_inactive_hold_retention()
         ids.push(note(&db, tenant_a(), 40).await.to_string());
     }
     let a = Some(tenant_a());
-    let req = |i: usize, created: DateTime<Utc>| HoldRequest::new(uuid(NOTE_ID), ids[i].clone(), a, "case", created);
-    let expired_long_ago = create(&db, &cohort, req(0, now - Duration::days(10)).expires_at(now - Duration::days(2))).await.expect("hold");
-    let expired_recently = create(&db, &cohort, req(1, now - Duration::days(10)).expires_at(now - Duration::hours(1))).await.expect("hold");
-    let removed_long_ago = create(&db, &cohort, req(2, now - Duration::days(10))).await.expect("hold");
-    let removed_recently = create(&db, &cohort, req(3, now - Duration::days(10))).await.expect("hold");
-    let active = create(&db, &cohort, req(4, now - Duration::days(10))).await.expect("hold");
-    let removal_ahead = create(&db, &cohort, req(5, now - Duration::days(10))).await.expect("hold");
+    let req = |i: usize, created: DateTime<Utc>| {
+        HoldRequest::new(uuid(NOTE_ID), ids[i].clone(), a, "case", created)
+    };
+    let expired_long_ago = create(
+        &db,
+        &cohort,
+        req(0, now - Duration::days(10)).expires_at(now - Duration::days(2)),
+    )
+    .await
+    .expect("hold");
+    let expired_recently = create(
+        &db,
+        &cohort,
+        req(1, now - Duration::days(10)).expires_at(now - Duration::hours(1)),
+    )
+    .await
+    .expect("hold");
+    let removed_long_ago = create(&db, &cohort, req(2, now - Duration::days(10)))
+        .await
+        .expect("hold");
+    let removed_recently = create(&db, &cohort, req(3, now - Duration::days(10)))
+        .await
+        .expect("hold");
+    let active = create(&db, &cohort, req(4, now - Duration::days(10)))
+        .await
+        .expect("hold");
+    let removal_ahead = create(&db, &cohort, req(5, now - Duration::days(10)))
+        .await
+        .expect("hold");
     let mut conn = db.pool().acquire().await.expect("connection");
     let holds = cohort.holds();
-    holds.remove(&mut conn, removed_long_ago.hold_id, now - Duration::days(2)).await.expect("remove");
-    holds.remove(&mut conn, removed_recently.hold_id, now - Duration::hours(1)).await.expect("remove");
-    holds.remove(&mut conn, removal_ahead.hold_id, now + Duration::days(2)).await.expect("remove");
+    holds
+        .remove(&mut conn, removed_long_ago.hold_id, now - Duration::days(2))
+        .await
+        .expect("remove");
+    holds
+        .remove(
+            &mut conn,
+            removed_recently.hold_id,
+            now - Duration::hours(1),
+        )
+        .await
+        .expect("remove");
+    holds
+        .remove(&mut conn, removal_ahead.hold_id, now + Duration::days(2))
+        .await
+        .expect("remove");
     // A second removal keeps the first instant.
-    let again = holds.remove(&mut conn, removed_recently.hold_id, now).await.expect("remove");
+    let again = holds
+        .remove(&mut conn, removed_recently.hold_id, now)
+        .await
+        .expect("remove");
     assert_eq!(again.removed_at, Some(now - Duration::hours(1)));
     // An unknown hold.
     let unknown = Uuid::new_v4();
     assert_eq!(
-        hold_error(holds.remove(&mut conn, unknown, now).await.expect_err("unknown")),
+        hold_error(
+            holds
+                .remove(&mut conn, unknown, now)
+                .await
+                .expect_err("unknown")
+        ),
         HoldError::NoSuchHold { hold_id: unknown }
     );
 
@@ -1283,8 +1684,14 @@ async fn without_an_inactive_hold_retention_prune_deletes_nothing() {
     create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), id.to_string(), Some(tenant_a()), "case", now - Duration::days(3000))
-            .expires_at(now - Duration::days(2000)),
+        HoldRequest::new(
+            uuid(NOTE_ID),
+            id.to_string(),
+            Some(tenant_a()),
+            "case",
+            now - Duration::days(3000),
+        )
+        .expires_at(now - Duration::days(2000)),
     )
     .await
     .expect("hold");
@@ -1304,14 +1711,44 @@ async fn a_hold_covers_exactly_its_type_record_id_and_tenant() {
     ticket(&db, 42, tenant_a(), 40).await;
     log_line(&db, 42, 40).await;
     hold_on(&db, &cohort, TICKET_ID, "42", Some(tenant_a())).await;
-    assert!(is_held(&db, &cohort, &Target::new(uuid(TICKET_ID), "42", Some(tenant_a())), Utc::now()).await);
-    assert!(!is_held(&db, &cohort, &Target::new(uuid(LOG_ID), "42", None), Utc::now()).await);
-    assert!(!is_held(&db, &cohort, &Target::new(uuid(TICKET_ID), "42", Some(tenant_b())), Utc::now()).await);
+    assert!(
+        is_held(
+            &db,
+            &cohort,
+            &Target::new(uuid(TICKET_ID), "42", Some(tenant_a())),
+            Utc::now()
+        )
+        .await
+    );
+    assert!(
+        !is_held(
+            &db,
+            &cohort,
+            &Target::new(uuid(LOG_ID), "42", None),
+            Utc::now()
+        )
+        .await
+    );
+    assert!(
+        !is_held(
+            &db,
+            &cohort,
+            &Target::new(uuid(TICKET_ID), "42", Some(tenant_b())),
+            Utc::now()
+        )
+        .await
+    );
     sweep_a(&cohort, Utc::now()).await;
-    let tenantless = cohort.sweep(&Scope::Tenantless, Utc::now()).await.expect("sweep");
+    let tenantless = cohort
+        .sweep(&Scope::Tenantless, Utc::now())
+        .await
+        .expect("sweep");
     assert_eq!(summary(&tenantless, "SystemLog").affected, 1);
     assert!(exists_where(&db, "tickets WHERE id = 42 AND NOT is_deleted").await);
-    assert!(!exists_where(&db, "system_log WHERE id = 42").await, "a ticket's hold protected a log line");
+    assert!(
+        !exists_where(&db, "system_log WHERE id = 42").await,
+        "a ticket's hold protected a log line"
+    );
 
     // A hold of another tenant (written behind the API's back) protects nothing.
     let id = note(&db, tenant_a(), 40).await;
@@ -1327,7 +1764,10 @@ async fn a_hold_covers_exactly_its_type_record_id_and_tenant() {
     .await
     .expect("insert hold");
     sweep_a(&cohort, Utc::now()).await;
-    assert!(!note_exists(&db, id).await, "another tenant's hold protected the row");
+    assert!(
+        !note_exists(&db, id).await,
+        "another tenant's hold protected the row"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1357,7 +1797,9 @@ async fn a_deletion_with_a_held_target_is_protected_and_the_callback_never_runs(
         .execute(&mut conn, &targets, move |c| {
             Box::pin(async move {
                 flag.store(true, Ordering::SeqCst);
-                sqlx::query("DELETE FROM session_notes").execute(&mut *c).await?;
+                sqlx::query("DELETE FROM session_notes")
+                    .execute(&mut *c)
+                    .await?;
                 sqlx::query("DELETE FROM tickets").execute(&mut *c).await?;
                 Ok::<_, sqlx::Error>(())
             })
@@ -1388,8 +1830,14 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
     create(
         &db,
         &cohort,
-        HoldRequest::new(uuid(NOTE_ID), first.to_string(), Some(tenant_a()), "case", now - Duration::days(2))
-            .expires_at(now - Duration::days(1)),
+        HoldRequest::new(
+            uuid(NOTE_ID),
+            first.to_string(),
+            Some(tenant_a()),
+            "case",
+            now - Duration::days(2),
+        )
+        .expires_at(now - Duration::days(1)),
     )
     .await
     .expect("hold");
@@ -1399,7 +1847,11 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
         .deletion()
         .execute(
             &mut conn,
-            &[Target::new(uuid(NOTE_ID), first.to_string().to_uppercase(), Some(tenant_a()))],
+            &[Target::new(
+                uuid(NOTE_ID),
+                first.to_string().to_uppercase(),
+                Some(tenant_a()),
+            )],
             move |c| {
                 Box::pin(async move {
                     // The caller's search_path is back: unqualified names work.
@@ -1427,7 +1879,11 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
         .deletion()
         .execute(
             &mut conn,
-            &[Target::new(uuid(NOTE_ID), second.to_string(), Some(tenant_a()))],
+            &[Target::new(
+                uuid(NOTE_ID),
+                second.to_string(),
+                Some(tenant_a()),
+            )],
             move |c| {
                 Box::pin(async move {
                     sqlx::query("DELETE FROM session_notes WHERE id = $1")
@@ -1448,7 +1904,10 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
         DeletionError::Callback(sqlx::Error::Protocol(m)) => assert_eq!(m, "the host gave up"),
         other => panic!("{other:?}"),
     }
-    assert!(note_exists(&db, second).await, "the failed callback's delete committed");
+    assert!(
+        note_exists(&db, second).await,
+        "the failed callback's delete committed"
+    );
     assert_eq!(count(&db, "SELECT count(*) FROM host_audit").await, 1);
     assert!(!sqlx::Connection::is_in_transaction(&*conn));
 
@@ -1459,7 +1918,11 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
         .deletion()
         .execute(
             &mut conn,
-            &[Target::new(uuid(NOTE_ID), second.to_string(), Some(tenant_b()))],
+            &[Target::new(
+                uuid(NOTE_ID),
+                second.to_string(),
+                Some(tenant_b()),
+            )],
             move |_c| {
                 Box::pin(async move {
                     flag.store(true, Ordering::SeqCst);
@@ -1470,7 +1933,10 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
         .await
         .expect_err("tenant mismatch");
     assert!(
-        matches!(err, DeletionError::Cohort(Error::Hold(HoldError::TenantMismatch { .. }))),
+        matches!(
+            err,
+            DeletionError::Cohort(Error::Hold(HoldError::TenantMismatch { .. }))
+        ),
         "{err:?}"
     );
     assert!(!called.load(Ordering::SeqCst));
@@ -1484,7 +1950,9 @@ fn delete_all_notes(
     move |c| {
         Box::pin(async move {
             flag.store(true, Ordering::SeqCst);
-            sqlx::query("DELETE FROM session_notes").execute(&mut *c).await?;
+            sqlx::query("DELETE FROM session_notes")
+                .execute(&mut *c)
+                .await?;
             Ok(())
         })
     }
@@ -1506,8 +1974,14 @@ async fn the_deletion_service_refuses_a_connection_with_a_transaction_open() {
         .execute(&mut tx, &target, delete_all_notes(called.clone()))
         .await
         .expect_err("open transaction");
-    assert!(matches!(err, DeletionError::Cohort(Error::TransactionAlreadyOpen)), "{err:?}");
-    let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&mut *tx).await.expect("usable");
+    assert!(
+        matches!(err, DeletionError::Cohort(Error::TransactionAlreadyOpen)),
+        "{err:?}"
+    );
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&mut *tx)
+        .await
+        .expect("usable");
     assert_eq!(one, 1);
     tx.rollback().await.expect("rollback");
 
@@ -1524,9 +1998,19 @@ async fn the_deletion_service_refuses_a_connection_with_a_transaction_open() {
         .execute(&mut raw, &target, delete_all_notes(called.clone()))
         .await
         .expect_err("open transaction");
-    assert!(matches!(err, DeletionError::Cohort(Error::TransactionAlreadyOpen)), "{err:?}");
-    sqlx::query("ROLLBACK").execute(&mut raw).await.expect("rollback");
-    assert_eq!(count(&db, "SELECT count(*) FROM host_audit").await, 0, "the caller's transaction was committed");
+    assert!(
+        matches!(err, DeletionError::Cohort(Error::TransactionAlreadyOpen)),
+        "{err:?}"
+    );
+    sqlx::query("ROLLBACK")
+        .execute(&mut raw)
+        .await
+        .expect("rollback");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM host_audit").await,
+        0,
+        "the caller's transaction was committed"
+    );
 
     // A raw transaction that already failed.
     sqlx::query("BEGIN").execute(&mut raw).await.expect("begin");
@@ -1536,8 +2020,14 @@ async fn the_deletion_service_refuses_a_connection_with_a_transaction_open() {
         .execute(&mut raw, &target, delete_all_notes(called.clone()))
         .await
         .expect_err("failed transaction");
-    assert!(matches!(err, DeletionError::Cohort(Error::TransactionAlreadyOpen)), "{err:?}");
-    sqlx::query("ROLLBACK").execute(&mut raw).await.expect("rollback");
+    assert!(
+        matches!(err, DeletionError::Cohort(Error::TransactionAlreadyOpen)),
+        "{err:?}"
+    );
+    sqlx::query("ROLLBACK")
+        .execute(&mut raw)
+        .await
+        .expect("rollback");
 
     assert!(!called.load(Ordering::SeqCst));
     assert!(note_exists(&db, id).await);
@@ -1569,38 +2059,60 @@ async fn bad_input_is_a_typed_error_nothing_is_written_and_the_callers_transacti
     let cases: Vec<(HoldRequest, HoldError)> = vec![
         (
             note_req(""),
-            HoldError::InvalidRecordId { entity_id: uuid(NOTE_ID), problem: RecordIdProblem::Empty },
+            HoldError::InvalidRecordId {
+                entity_id: uuid(NOTE_ID),
+                problem: RecordIdProblem::Empty,
+            },
         ),
         (
             note_req(&"7".repeat(MAX_RECORD_ID_BYTES + 1)),
             HoldError::InvalidRecordId {
                 entity_id: uuid(NOTE_ID),
-                problem: RecordIdProblem::TooLong { bytes: MAX_RECORD_ID_BYTES + 1 },
+                problem: RecordIdProblem::TooLong {
+                    bytes: MAX_RECORD_ID_BYTES + 1,
+                },
             },
         ),
         (
             note_req("a\0b"),
-            HoldError::InvalidRecordId { entity_id: uuid(NOTE_ID), problem: RecordIdProblem::ContainsNul },
+            HoldError::InvalidRecordId {
+                entity_id: uuid(NOTE_ID),
+                problem: RecordIdProblem::ContainsNul,
+            },
         ),
         (
             note_req("'; DROP TABLE session_notes; --"),
-            HoldError::MalformedRecordId { entity_id: uuid(NOTE_ID), sqlstate: "22P02".into() },
+            HoldError::MalformedRecordId {
+                entity_id: uuid(NOTE_ID),
+                sqlstate: "22P02".into(),
+            },
         ),
         (
             request(TEXT_ID, "'; DROP TABLE session_notes; --", a),
-            HoldError::NoSuchRow { entity_id: uuid(TEXT_ID) },
+            HoldError::NoSuchRow {
+                entity_id: uuid(TEXT_ID),
+            },
         ),
         (
             request(LOG_ID, "1", a),
-            HoldError::TenantNotAllowed { entity_id: uuid(LOG_ID) },
+            HoldError::TenantNotAllowed {
+                entity_id: uuid(LOG_ID),
+            },
         ),
         (
-            HoldRequest::new(uuid(NOTE_ID), id.to_string(), a, "case", now).expires_at(now - Duration::days(1)),
-            HoldError::ExpiryNotAfterCreation { created_at: now, expires_at: now - Duration::days(1) },
+            HoldRequest::new(uuid(NOTE_ID), id.to_string(), a, "case", now)
+                .expires_at(now - Duration::days(1)),
+            HoldError::ExpiryNotAfterCreation {
+                created_at: now,
+                expires_at: now - Duration::days(1),
+            },
         ),
         (
             HoldRequest::new(uuid(NOTE_ID), id.to_string(), a, "case", now).expires_at(now),
-            HoldError::ExpiryNotAfterCreation { created_at: now, expires_at: now },
+            HoldError::ExpiryNotAfterCreation {
+                created_at: now,
+                expires_at: now,
+            },
         ),
         (
             HoldRequest::new(uuid(NOTE_ID), id.to_string(), a, " \t", now),
@@ -1612,15 +2124,24 @@ async fn bad_input_is_a_typed_error_nothing_is_written_and_the_callers_transacti
         ),
         (
             HoldRequest::new(Uuid::nil(), id.to_string(), a, "case", now),
-            HoldError::UnknownEntity { entity_id: Uuid::nil() },
+            HoldError::UnknownEntity {
+                entity_id: Uuid::nil(),
+            },
         ),
     ];
     let mut conn = db.pool().acquire().await.expect("connection");
     let mut tx = sqlx::Acquire::begin(&mut *conn).await.expect("begin");
     for (req, expected) in cases {
-        let err = cohort.holds().create(&mut tx, req).await.expect_err("refused");
+        let err = cohort
+            .holds()
+            .create(&mut tx, req)
+            .await
+            .expect_err("refused");
         assert_eq!(hold_error(err), expected);
-        let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&mut *tx).await.expect("usable");
+        let one: i32 = sqlx::query_scalar("SELECT 1")
+            .fetch_one(&mut *tx)
+            .await
+            .expect("usable");
         assert_eq!(one, 1);
     }
     // A duplicate hold id.
@@ -1631,10 +2152,18 @@ async fn bad_input_is_a_typed_error_nothing_is_written_and_the_callers_transacti
         .expect("hold");
     let err = cohort
         .holds()
-        .create(&mut tx, request(NOTE_ID, id.to_string(), a).hold_id(first.hold_id))
+        .create(
+            &mut tx,
+            request(NOTE_ID, id.to_string(), a).hold_id(first.hold_id),
+        )
         .await
         .expect_err("duplicate");
-    assert_eq!(hold_error(err), HoldError::DuplicateHoldId { hold_id: first.hold_id });
+    assert_eq!(
+        hold_error(err),
+        HoldError::DuplicateHoldId {
+            hold_id: first.hold_id
+        }
+    );
     tx.commit().await.expect("commit");
     assert_eq!(holds_count(&db).await, 1);
     assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 1);
@@ -1652,7 +2181,7 @@ async fn bad_input_is_a_typed_error_nothing_is_written_and_the_callers_transacti
         let flag = called.clone();
         let err = cohort
             .deletion()
-            .execute(&mut conn, &[target.clone()], move |_c| {
+            .execute(&mut conn, std::slice::from_ref(&target), move |_c| {
                 Box::pin(async move {
                     flag.store(true, Ordering::SeqCst);
                     Ok::<_, sqlx::Error>(())
@@ -1660,7 +2189,10 @@ async fn bad_input_is_a_typed_error_nothing_is_written_and_the_callers_transacti
             })
             .await
             .expect_err("refused");
-        assert!(matches!(err, DeletionError::Cohort(Error::Hold(_))), "{target:?}: {err:?}");
+        assert!(
+            matches!(err, DeletionError::Cohort(Error::Hold(_))),
+            "{target:?}: {err:?}"
+        );
     }
     assert!(!called.load(Ordering::SeqCst));
     assert!(note_exists(&db, id).await);
@@ -1675,7 +2207,10 @@ async fn holds_and_deletions_check_readiness_themselves() {
     let mut conn = db.pool().acquire().await.expect("connection");
     let err = cohort
         .holds()
-        .create(&mut conn, request(NOTE_ID, id.to_string(), Some(tenant_a())))
+        .create(
+            &mut conn,
+            request(NOTE_ID, id.to_string(), Some(tenant_a())),
+        )
         .await
         .expect_err("not ready");
     assert!(matches!(err, Error::SchemaNotReady(_)), "{err:?}");
@@ -1685,7 +2220,11 @@ async fn holds_and_deletions_check_readiness_themselves() {
         .await
         .expect_err("not ready");
     assert!(matches!(err, Error::SchemaNotReady(_)), "{err:?}");
-    let err = cohort.holds().prune(&mut conn).await.expect_err("not ready");
+    let err = cohort
+        .holds()
+        .prune(&mut conn)
+        .await
+        .expect_err("not ready");
     assert!(matches!(err, Error::SchemaNotReady(_)), "{err:?}");
     let err = cohort
         .deletion()
@@ -1694,14 +2233,19 @@ async fn holds_and_deletions_check_readiness_themselves() {
             &[Target::new(uuid(NOTE_ID), id.to_string(), Some(tenant_a()))],
             |c| {
                 Box::pin(async move {
-                    sqlx::query("DELETE FROM session_notes").execute(&mut *c).await?;
+                    sqlx::query("DELETE FROM session_notes")
+                        .execute(&mut *c)
+                        .await?;
                     Ok::<_, sqlx::Error>(())
                 })
             },
         )
         .await
         .expect_err("not ready");
-    assert!(matches!(err, DeletionError::Cohort(Error::SchemaNotReady(_))), "{err:?}");
+    assert!(
+        matches!(err, DeletionError::Cohort(Error::SchemaNotReady(_))),
+        "{err:?}"
+    );
     assert!(note_exists(&db, id).await);
 }
 
@@ -1725,18 +2269,33 @@ async fn a_hostile_search_path_changes_nothing_and_is_put_back() {
         .expect("search_path");
     let hold = cohort
         .holds()
-        .create(&mut conn, request(NOTE_ID, id.to_string(), Some(tenant_a())))
+        .create(
+            &mut conn,
+            request(NOTE_ID, id.to_string(), Some(tenant_a())),
+        )
         .await
         .expect("hold");
     assert!(hold.created_at > Utc::now() - Duration::hours(1));
     assert_eq!(show_search_path(&mut conn).await, "evil, pg_catalog");
-    assert_eq!(count(&db, "SELECT count(*) FROM public.retention_holds").await, 1);
-    assert_eq!(count(&db, "SELECT count(*) FROM evil.retention_holds").await, 0);
-    assert!(cohort
-        .holds()
-        .is_held(&mut conn, &Target::new(uuid(NOTE_ID), id.to_string(), Some(tenant_a())), Utc::now())
-        .await
-        .expect("is_held"));
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM public.retention_holds").await,
+        1
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM evil.retention_holds").await,
+        0
+    );
+    assert!(
+        cohort
+            .holds()
+            .is_held(
+                &mut conn,
+                &Target::new(uuid(NOTE_ID), id.to_string(), Some(tenant_a())),
+                Utc::now()
+            )
+            .await
+            .expect("is_held")
+    );
     let outcome = cohort
         .deletion()
         .execute(

@@ -266,10 +266,10 @@ impl Deletion<'_> {
         let mut seen = HashSet::new();
         let mut out: Vec<Target> = Vec::new();
         for at in held {
-            if let Some(t) = usize::try_from(at - 1).ok().and_then(|p| targets.get(p)) {
-                if seen.insert(t) {
-                    out.push(t.clone());
-                }
+            if let Some(t) = usize::try_from(at - 1).ok().and_then(|p| targets.get(p))
+                && seen.insert(t)
+            {
+                out.push(t.clone());
             }
         }
         Ok(out)

@@ -27,8 +27,8 @@ use uuid::Uuid;
 use super::error::HoldError;
 use crate::error::Error;
 use crate::model::resolved::ResolvedEntity;
-use crate::sql::entity::row_lock_key;
 use crate::sql::Ident;
+use crate::sql::entity::row_lock_key;
 
 /// Finds the comparison type and equality operator of a record-id column.
 /// `$1` schema, `$2` table, `$3` column (raw names, bound as values). Run
@@ -203,10 +203,7 @@ impl KeySql {
 
     /// One record id (`$1` text). Returns `canon` (and `row_text` when `peek`).
     pub(super) fn canonicalise_one(&self, peek: bool) -> String {
-        format!(
-            "SELECT {}",
-            self.canon_columns("$1::pg_catalog.text", peek)
-        )
+        format!("SELECT {}", self.canon_columns("$1::pg_catalog.text", peek))
     }
 
     /// Many record ids (`$1` text[]). Returns `i` (1-based position),
@@ -260,7 +257,11 @@ impl KeySql {
 pub(super) fn lock_one() -> String {
     format!(
         "SELECT pg_catalog.pg_advisory_xact_lock({})",
-        row_lock_key("$1::pg_catalog.uuid", "$2::pg_catalog.uuid", "$3::pg_catalog.text")
+        row_lock_key(
+            "$1::pg_catalog.uuid",
+            "$2::pg_catalog.uuid",
+            "$3::pg_catalog.text"
+        )
     )
 }
 

@@ -54,11 +54,10 @@ pub(super) async fn open_transaction(conn: &mut PgConnection) -> Result<Open, Er
         Err(e) if super::sqlstate(&e).as_deref() == Some("25P02") => return Ok(Open::Untracked),
         Err(e) => return Err(e.into()),
     }
-    let seen: Option<String> =
-        sqlx::query_scalar("SELECT pg_catalog.current_setting($1, true)")
-            .bind(PROBE)
-            .fetch_one(&mut *conn)
-            .await?;
+    let seen: Option<String> = sqlx::query_scalar("SELECT pg_catalog.current_setting($1, true)")
+        .bind(PROBE)
+        .fetch_one(&mut *conn)
+        .await?;
     if seen.as_deref() == Some(token.as_str()) {
         // Leave the caller's transaction as we found it, as far as we can.
         sqlx::query("SELECT pg_catalog.set_config($1, '', true)")

@@ -71,13 +71,13 @@ pub(super) fn request<'e>(
     if r.reason.contains('\0') {
         return Err(HoldError::ReasonContainsNul);
     }
-    if let Some(expires_at) = r.expires_at {
-        if expires_at <= r.created_at {
-            return Err(HoldError::ExpiryNotAfterCreation {
-                created_at: r.created_at,
-                expires_at,
-            });
-        }
+    if let Some(expires_at) = r.expires_at
+        && expires_at <= r.created_at
+    {
+        return Err(HoldError::ExpiryNotAfterCreation {
+            created_at: r.created_at,
+            expires_at,
+        });
     }
     Ok(e)
 }
