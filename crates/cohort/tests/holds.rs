@@ -1941,6 +1941,22 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
     );
     assert!(!called.load(Ordering::SeqCst));
     assert!(note_exists(&db, second).await);
+
+    // No targets: nothing can be held, so the callback runs.
+    let outcome = cohort
+        .deletion()
+        .execute(&mut conn, &[], |c| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO host_audit VALUES (gen_random_uuid())")
+                    .execute(&mut *c)
+                    .await?;
+                Ok::<_, sqlx::Error>("ran")
+            })
+        })
+        .await
+        .expect("deletion");
+    assert_eq!(outcome, DeletionOutcome::Deleted("ran"));
+    assert_eq!(count(&db, "SELECT count(*) FROM host_audit").await, 2);
 }
 
 /// A callback that records it ran and deletes every note.

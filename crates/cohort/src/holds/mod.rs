@@ -4,12 +4,13 @@
 //! host deletion through [`Deletion`] touches the row. Create, remove, list
 //! and query holds through [`Holds`] ([`crate::Cohort::holds`]); delete rows
 //! of your own around holds through [`Deletion`] ([`crate::Cohort::deletion`]).
-//! The guide is `docs/holds.md`.
 //!
 //! Mutations judge a hold by the database clock (`statement_timestamp()`):
 //! active when `created_at <= clock`, and `expires_at` and `removed_at` are
 //! each NULL or after the clock. Reporting queries ([`Holds::list_active`],
 //! [`Holds::is_held`]) apply the same rule to the `as_of` the caller passes.
+//!
+#![doc = include_str!("../../../../docs/holds.md")]
 
 mod deletion;
 mod error;
