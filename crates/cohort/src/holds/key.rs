@@ -267,13 +267,15 @@ pub(super) fn lock_one() -> String {
 
 /// Takes the advisory locks of many rows, deduplicated, in key order:
 /// `$1` entities (uuid[]), `$2` tenants (uuid[]), `$3` record ids (text[]).
+/// The `ORDER BY` is on the outer query: PostgreSQL evaluates volatile
+/// output expressions after the sort, so the locks are taken in key order.
 pub(super) fn lock_many() -> String {
     format!(
         "SELECT pg_catalog.pg_advisory_xact_lock(o.k) FROM ( \
            SELECT DISTINCT {key} AS k \
            FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.uuid[]), \
-                          pg_catalog.unnest($3::pg_catalog.text[])) AS u(e, tn, r) \
-           ORDER BY 1) o",
+                          pg_catalog.unnest($3::pg_catalog.text[])) AS u(e, tn, r)) o \
+         ORDER BY o.k",
         key = row_lock_key("u.e", "u.tn", "u.r")
     )
 }
