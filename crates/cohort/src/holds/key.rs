@@ -174,7 +174,7 @@ impl KeySql {
     /// The row's tenant (uuid), NULL for tenantless types.
     fn row_tenant(&self) -> String {
         match &self.tenant {
-            Some(c) => format!("t.{c}"),
+            Some(c) => format!("(t.{c})::pg_catalog.uuid"),
             None => "NULL::pg_catalog.uuid".to_owned(),
         }
     }
