@@ -501,7 +501,7 @@ async fn held_rows_survive_purge_soft_delete_and_anonymise_sweeps_and_a_host_del
     assert!(note_exists(&db, held_note).await);
 }
 
-// contract: H2, X7
+// contract: H2
 #[tokio::test]
 async fn holds_are_checked_in_sql_over_ten_thousand_rows() {
     let (db, cohort) = setup().await;
