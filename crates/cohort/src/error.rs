@@ -50,6 +50,29 @@ pub enum Error {
     /// A database error Cohort did not expect.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+
+    /// A legal-hold request (or a host-deletion target) was refused; the
+    /// [`HoldError`](crate::holds::HoldError) says why. Nothing was written,
+    /// and a caller's transaction is still usable.
+    #[error("{0}")]
+    Hold(#[from] crate::holds::HoldError),
+
+    /// The host-deletion service owns its transaction, but the connection it
+    /// was given is already inside one. Call it on a connection with no
+    /// transaction open.
+    #[error(
+        "the connection already has a transaction open; the deletion service owns its transaction"
+    )]
+    TransactionAlreadyOpen,
+
+    /// The connection is inside a transaction that was not started through
+    /// sqlx (a raw `BEGIN`), so Cohort cannot join it under a savepoint
+    /// without committing it. Start the transaction with
+    /// `Connection::begin` or `Pool::begin` and pass `&mut *tx`.
+    #[error(
+        "the connection is inside a transaction sqlx did not start (raw BEGIN); start it with sqlx's begin() and pass &mut *tx"
+    )]
+    UntrackedTransaction,
 }
 
 /// Shorthand for results with Cohort's [`Error`].

@@ -1,0 +1,283 @@
+//! Host deletions that respect holds: lock the targets, check them for
+//! active holds, and only then run the host's own delete, in one transaction.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+use futures_util::future::BoxFuture;
+use sqlx::{Acquire, PgConnection, Row};
+use uuid::Uuid;
+
+use super::error::{HoldError, MAX_DELETION_TARGETS};
+use super::key::{self, KeySql};
+use super::statements::HoldSql;
+use super::txn::{self, Open};
+use super::types::Target;
+use super::validate;
+use crate::cohort::Cohort;
+use crate::error::Error;
+use crate::model::resolved::ResolvedEntity;
+use crate::sql::{AssertSqlSafe, pin_search_path, restore_search_path};
+
+/// Host deletions that respect legal holds. Get one from [`Cohort::deletion`].
+#[derive(Debug, Clone, Copy)]
+pub struct Deletion<'a> {
+    cohort: &'a Cohort,
+}
+
+impl Cohort {
+    /// The host-deletion service.
+    pub fn deletion(&self) -> Deletion<'_> {
+        Deletion { cohort: self }
+    }
+}
+
+/// What a host deletion did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum DeletionOutcome<T> {
+    /// No target was held: the callback ran and its work committed; its value.
+    Deleted(T),
+    /// At least one target is held: the callback did not run and nothing
+    /// changed. The held targets, as given, each once.
+    Protected {
+        /// The targets an active hold covers.
+        held: Vec<Target>,
+    },
+}
+
+/// Why a host deletion failed. Either way everything rolled back.
+#[derive(Debug)]
+pub enum DeletionError<E> {
+    /// Cohort refused or failed: [`Error::TransactionAlreadyOpen`], a target
+    /// refused as [`Error::Hold`] (unknown type, wrong tenant shape, malformed
+    /// record id, a row of another tenant, too many targets), a database error.
+    Cohort(Error),
+    /// The callback returned this error.
+    Callback(E),
+}
+
+impl<E> From<Error> for DeletionError<E> {
+    fn from(e: Error) -> Self {
+        DeletionError::Cohort(e)
+    }
+}
+
+impl<E> From<sqlx::Error> for DeletionError<E> {
+    fn from(e: sqlx::Error) -> Self {
+        DeletionError::Cohort(Error::Database(e))
+    }
+}
+
+impl<E> From<HoldError> for DeletionError<E> {
+    fn from(e: HoldError) -> Self {
+        DeletionError::Cohort(Error::Hold(e))
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for DeletionError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeletionError::Cohort(e) => write!(f, "host deletion refused: {e}"),
+            DeletionError::Callback(e) => write!(f, "host deletion callback failed: {e}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for DeletionError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DeletionError::Cohort(e) => Some(e),
+            DeletionError::Callback(e) => Some(e),
+        }
+    }
+}
+
+/// One target on its way through: where it is and what its row is called.
+struct Planned<'e> {
+    entity: &'e ResolvedEntity,
+    /// The text its advisory lock and hold check use: the row's own
+    /// canonical text, or the key type's canonical text when no row exists.
+    text: String,
+}
+
+impl Deletion<'_> {
+    /// Deletes through `callback`, unless an active hold covers a target.
+    ///
+    /// `targets` must name every row of a retained type the callback will
+    /// delete (at most [`super::MAX_DELETION_TARGETS`]). In one transaction
+    /// of its own, Cohort reads each record id through its key type, takes
+    /// the targets' advisory locks (the ones hold creation and sweeps take)
+    /// in key order, locks the target rows that exist `FOR UPDATE`, checks
+    /// that each row belongs to the target's tenant, and checks every
+    /// target for an active hold, judged by the database clock in a
+    /// statement started after the locks. If any target is held it rolls
+    /// back and returns [`DeletionOutcome::Protected`] without calling
+    /// `callback`. Otherwise it calls `callback` with the transaction's
+    /// connection (`search_path` as the caller had it): an error rolls
+    /// everything back and comes back as [`DeletionError::Callback`]; success
+    /// commits.
+    ///
+    /// The service owns the transaction: `conn` must not be inside one
+    /// ([`Error::TransactionAlreadyOpen`]), whether sqlx started it or a raw
+    /// `BEGIN` did.
+    pub async fn execute<T, E, F>(
+        &self,
+        conn: &mut PgConnection,
+        targets: &[Target],
+        callback: F,
+    ) -> Result<DeletionOutcome<T>, DeletionError<E>>
+    where
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, E>>,
+    {
+        if targets.len() > MAX_DELETION_TARGETS {
+            return Err(HoldError::TooManyTargets {
+                count: targets.len(),
+                max: MAX_DELETION_TARGETS,
+            }
+            .into());
+        }
+        let entities = &self.cohort.inner.model.entities;
+        let resolved = targets
+            .iter()
+            .map(|t| validate::target(entities, t))
+            .collect::<Result<Vec<_>, _>>()?;
+        if txn::open_transaction(conn).await? != Open::No {
+            return Err(Error::TransactionAlreadyOpen.into());
+        }
+        self.cohort.ensure_ready(conn).await?;
+
+        let mut tx = conn.begin().await?;
+        let previous_path = pin_search_path(&mut tx).await?;
+        let held = match self.lock_and_check(&mut tx, targets, &resolved).await {
+            Ok(held) => held,
+            Err(e) => {
+                let _ = tx.rollback().await;
+                return Err(e.into());
+            }
+        };
+        if !held.is_empty() {
+            tx.rollback().await?;
+            return Ok(DeletionOutcome::Protected { held });
+        }
+        restore_search_path(&mut tx, &previous_path).await?;
+        match callback(&mut tx).await {
+            Ok(value) => {
+                tx.commit().await?;
+                Ok(DeletionOutcome::Deleted(value))
+            }
+            Err(e) => {
+                tx.rollback().await?;
+                Err(DeletionError::Callback(e))
+            }
+        }
+    }
+
+    /// Canonicalises, locks and checks; returns the held targets.
+    async fn lock_and_check<'e>(
+        &self,
+        conn: &mut PgConnection,
+        targets: &[Target],
+        resolved: &[&'e ResolvedEntity],
+    ) -> Result<Vec<Target>, Error> {
+        // Positions of the targets of each retained type.
+        let mut groups: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
+        for (i, t) in targets.iter().enumerate() {
+            groups.entry(t.entity_id).or_default().push(i);
+        }
+        let mut keys = Vec::with_capacity(groups.len());
+        let mut planned: Vec<Option<Planned<'e>>> = (0..targets.len()).map(|_| None).collect();
+
+        // 1. Each record id read as its key type: the row's text, or the
+        //    key's canonical text when no row has it.
+        for (entity_id, positions) in &groups {
+            let entity = resolved[positions[0]];
+            let key = KeySql::load(conn, entity).await?;
+            let ids: Vec<&str> = positions
+                .iter()
+                .map(|&i| targets[i].record_id.as_str())
+                .collect();
+            let rows = sqlx::query(AssertSqlSafe(key.canonicalise_many()))
+                .bind(&ids)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(|e| key::malformed_or(e, *entity_id))?;
+            for row in &rows {
+                let Some(i) = position(row.try_get("i")?, positions) else {
+                    continue;
+                };
+                let canon: String = row.try_get("canon")?;
+                let row_text: Option<String> = row.try_get("row_text")?;
+                planned[i] = Some(Planned {
+                    entity,
+                    text: row_text.unwrap_or(canon),
+                });
+            }
+            keys.push((positions, key, ids));
+        }
+        let mut planned: Vec<Planned<'e>> = planned.into_iter().flatten().collect();
+        debug_assert_eq!(planned.len(), targets.len());
+
+        // 2. The advisory locks, deduplicated, in key order.
+        let (entity_ids, tenants): (Vec<Uuid>, Vec<Option<Uuid>>) =
+            targets.iter().map(|t| (t.entity_id, t.tenant_id)).unzip();
+        let texts: Vec<&str> = planned.iter().map(|p| p.text.as_str()).collect();
+        sqlx::query(AssertSqlSafe(key::lock_many()))
+            .bind(&entity_ids)
+            .bind(&tenants)
+            .bind(&texts)
+            .execute(&mut *conn)
+            .await?;
+
+        // 3. The rows that exist, locked; each must be its target's tenant's.
+        for (positions, key, ids) in &keys {
+            let rows = sqlx::query(AssertSqlSafe(key.lock_for_update()))
+                .bind(ids)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(|e| key::malformed_or(e, key.entity_id()))?;
+            for row in rows {
+                let Some(i) = position(row.try_get("i")?, positions) else {
+                    continue;
+                };
+                let rid: String = row.try_get("rid")?;
+                let tenant: Option<Uuid> = row.try_get("tenant")?;
+                if planned[i].entity.tenant.is_some() && tenant != targets[i].tenant_id {
+                    return Err(HoldError::TenantMismatch {
+                        entity_id: key.entity_id(),
+                    }
+                    .into());
+                }
+                planned[i].text = rid;
+            }
+        }
+
+        // 4. Active holds, judged by the database clock in a statement that
+        //    starts after every lock is held.
+        let texts: Vec<&str> = planned.iter().map(|p| p.text.as_str()).collect();
+        let held: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(
+            HoldSql::new(&self.cohort.inner.schema).held_targets(),
+        ))
+        .bind(&entity_ids)
+        .bind(&tenants)
+        .bind(&texts)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut seen = HashSet::new();
+        let mut out: Vec<Target> = Vec::new();
+        for at in held {
+            if let Some(t) = usize::try_from(at - 1).ok().and_then(|p| targets.get(p))
+                && seen.insert(t)
+            {
+                out.push(t.clone());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The target index of a 1-based position `at` within a group's `positions`.
+fn position(at: i64, positions: &[usize]) -> Option<usize> {
+    let p = usize::try_from(at.checked_sub(1)?).ok()?;
+    positions.get(p).copied()
+}

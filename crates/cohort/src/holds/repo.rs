@@ -1,0 +1,323 @@
+//! The holds repository: create, remove, list, ask, prune.
+
+use chrono::{DateTime, TimeZone, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::postgres::types::PgInterval;
+use sqlx::{Acquire, PgConnection, Postgres, Row, Transaction};
+use uuid::Uuid;
+
+use super::error::HoldError;
+use super::key::{self, KeySql};
+use super::statements::HoldSql;
+use super::txn::{self, Open};
+use super::types::{Hold, HoldFilter, HoldRequest, Target};
+use super::validate;
+use crate::cohort::Cohort;
+use crate::error::Error;
+use crate::model::resolved::ResolvedEntity;
+use crate::sql::{AssertSqlSafe, pin_search_path, restore_search_path};
+
+/// The longest inactive-hold retention [`Holds::prune`] computes with; longer
+/// ones saturate to it (about 4,000 years: no hold is that old, and the
+/// timestamp arithmetic stays in range).
+const MAX_PRUNE_MICROS: i64 = 4_000 * 366 * 24 * 3600 * 1_000_000;
+
+/// Legal holds. Get one from [`Cohort::holds`]; it is a cheap borrow.
+///
+/// Every method takes the connection to run on. Pass a plain connection
+/// (`&mut *pool.acquire().await?`) and the method runs in a transaction of
+/// its own; pass an open transaction (`&mut *tx` from `pool.begin()`) and it
+/// joins it under a savepoint, so a refused request leaves the transaction
+/// usable and the hold commits or rolls back with the rest of the caller's
+/// work. A transaction opened with a raw `BEGIN` query is refused
+/// ([`Error::UntrackedTransaction`]): sqlx does not know about it, so Cohort
+/// could not nest a savepoint in it without committing it.
+///
+/// Every method checks Cohort's tables first (readiness), pins `search_path`
+/// to `pg_catalog` for its own statements and puts the caller's back.
+#[derive(Debug, Clone, Copy)]
+pub struct Holds<'a> {
+    cohort: &'a Cohort,
+}
+
+impl Cohort {
+    /// The legal-holds repository.
+    pub fn holds(&self) -> Holds<'_> {
+        Holds { cohort: self }
+    }
+}
+
+/// A transaction (or savepoint) of ours with `search_path` pinned.
+struct Pinned<'c> {
+    tx: Transaction<'c, Postgres>,
+    previous_path: String,
+}
+
+impl<'c> Pinned<'c> {
+    /// Commits on success (putting `search_path` back first), rolls back otherwise.
+    async fn finish<T>(mut self, result: Result<T, Error>) -> Result<T, Error> {
+        match result {
+            Ok(value) => {
+                restore_search_path(&mut self.tx, &self.previous_path).await?;
+                self.tx.commit().await?;
+                Ok(value)
+            }
+            Err(e) => {
+                // Rolling back the savepoint also undoes the pinned search_path.
+                let _ = self.tx.rollback().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Holds<'_> {
+    fn entities(&self) -> &[ResolvedEntity] {
+        &self.cohort.inner.model.entities
+    }
+
+    fn sql(&self) -> HoldSql {
+        HoldSql::new(&self.cohort.inner.schema)
+    }
+
+    /// Readiness, then a transaction (or savepoint) with `search_path` pinned.
+    async fn begin<'c>(&self, conn: &'c mut PgConnection) -> Result<Pinned<'c>, Error> {
+        if txn::open_transaction(conn).await? == Open::Untracked {
+            return Err(Error::UntrackedTransaction);
+        }
+        self.cohort.ensure_ready(conn).await?;
+        let mut tx = conn.begin().await?;
+        let previous_path = pin_search_path(&mut tx).await?;
+        Ok(Pinned { tx, previous_path })
+    }
+
+    /// Creates a hold on one existing row and returns it as stored.
+    ///
+    /// Refused with [`Error::Hold`] when the retained type is unknown, the
+    /// tenant does not fit the type (required for tenant-scoped types, absent
+    /// for tenantless ones), the record id is empty, longer than
+    /// [`super::MAX_RECORD_ID_BYTES`], contains NUL or is not a value of the
+    /// key's type, the reason is empty, the expiry is not after the creation
+    /// time, no row has the record id, the row belongs to another tenant, or
+    /// the hold id is taken.
+    ///
+    /// The record id is read through the key column's own type and the hold
+    /// stores the row's own canonical text (`'007'` for a bigint key is
+    /// stored as `7`; `'ABC'` for a citext key row `abc` as `abc`). Before
+    /// looking for the row, it takes the row's advisory lock (the one sweeps
+    /// and host deletions take), then reads the row `FOR SHARE`: in a
+    /// caller's `REPEATABLE READ` transaction a row deleted since the
+    /// snapshot raises a serialization failure (SQLSTATE 40001, as
+    /// [`Error::Database`]). The stored created-at is the earlier of the
+    /// requested one and the database clock.
+    pub async fn create(
+        &self,
+        conn: &mut PgConnection,
+        request: HoldRequest,
+    ) -> Result<Hold, Error> {
+        let e = validate::request(self.entities(), &request)?;
+        let mut scope = self.begin(conn).await?;
+        let result = self.create_in(&mut scope.tx, e, &request).await;
+        scope.finish(result).await
+    }
+
+    async fn create_in(
+        &self,
+        conn: &mut PgConnection,
+        e: &ResolvedEntity,
+        r: &HoldRequest,
+    ) -> Result<Hold, Error> {
+        let key = KeySql::load(conn, e).await?;
+        // 1. The record id read as the key type; the text of the row it names.
+        let row = sqlx::query(AssertSqlSafe(key.canonicalise_one(true)))
+            .bind(&r.record_id)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|err| key::malformed_or(err, e.entity_id))?;
+        let canon: String = row.try_get("canon")?;
+        let peeked: Option<String> = row.try_get("row_text")?;
+        let lock_text = peeked.unwrap_or(canon);
+        // 2. The row's advisory lock, before looking for the row.
+        sqlx::query(AssertSqlSafe(key::lock_one()))
+            .bind(e.entity_id)
+            .bind(r.tenant_id)
+            .bind(&lock_text)
+            .execute(&mut *conn)
+            .await?;
+        // 3. The row itself, FOR SHARE: from here no mutation can take it
+        //    until we commit, and a sweep that locked it first has finished.
+        let row = sqlx::query(AssertSqlSafe(key.read_for_share()))
+            .bind(&r.record_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|err| key::malformed_or(err, e.entity_id))?;
+        let Some(row) = row else {
+            return Err(HoldError::NoSuchRow {
+                entity_id: e.entity_id,
+            }
+            .into());
+        };
+        let record_id: String = row.try_get("rid")?;
+        let row_tenant: Option<Uuid> = row.try_get("tenant")?;
+        if e.tenant.is_some() && row_tenant != r.tenant_id {
+            return Err(HoldError::TenantMismatch {
+                entity_id: e.entity_id,
+            }
+            .into());
+        }
+        // 4. The hold, under the row's own canonical text.
+        let inserted = sqlx::query(AssertSqlSafe(self.sql().insert()))
+            .bind(r.hold_id)
+            .bind(e.entity_id)
+            .bind(&record_id)
+            .bind(r.tenant_id)
+            .bind(&r.reason)
+            .bind(r.created_at)
+            .bind(r.expires_at)
+            .fetch_one(&mut *conn)
+            .await;
+        match inserted {
+            Ok(row) => Ok(hold_from_row(&row)?),
+            Err(err) if super::sqlstate(&err).as_deref() == Some("23505") => {
+                Err(HoldError::DuplicateHoldId { hold_id: r.hold_id }.into())
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Removes a hold: it stops protecting once the database clock passes
+    /// `removed_at` (stored as given, any offset). Removing a hold that is
+    /// already removed keeps the first removal's instant. Returns the hold
+    /// as stored; [`HoldError::NoSuchHold`] when no hold has the id.
+    pub async fn remove<Tz: TimeZone>(
+        &self,
+        conn: &mut PgConnection,
+        hold_id: Uuid,
+        removed_at: DateTime<Tz>,
+    ) -> Result<Hold, Error> {
+        let removed_at = removed_at.with_timezone(&Utc);
+        let mut scope = self.begin(conn).await?;
+        let result = sqlx::query(AssertSqlSafe(self.sql().remove()))
+            .bind(hold_id)
+            .bind(removed_at)
+            .fetch_optional(&mut *scope.tx)
+            .await
+            .map_err(Error::from)
+            .and_then(|row| match row {
+                Some(row) => Ok(hold_from_row(&row)?),
+                None => Err(HoldError::NoSuchHold { hold_id }.into()),
+            });
+        scope.finish(result).await
+    }
+
+    /// The holds active at `as_of` (any offset): created at or before it,
+    /// neither expired nor removed at or before it. A reporting query: it
+    /// judges the caller's `as_of`, where mutations judge the database
+    /// clock. With [`crate::Options::inactive_hold_retention`] set, a hold
+    /// pruned since can be missing from answers about the past.
+    pub async fn list_active<Tz: TimeZone>(
+        &self,
+        conn: &mut PgConnection,
+        as_of: DateTime<Tz>,
+        filter: &HoldFilter,
+    ) -> Result<Vec<Hold>, Error> {
+        let as_of = as_of.with_timezone(&Utc);
+        let mut scope = self.begin(conn).await?;
+        let result = sqlx::query(AssertSqlSafe(self.sql().list_active()))
+            .bind(as_of)
+            .bind(filter.entity_id)
+            .bind(filter.tenant_id)
+            .fetch_all(&mut *scope.tx)
+            .await
+            .map_err(Error::from)
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| hold_from_row(r).map_err(Error::from))
+                    .collect()
+            });
+        scope.finish(result).await
+    }
+
+    /// Whether an active hold covers the row `target` names at `as_of` (any
+    /// offset). The record id may be spelled any way the key type accepts;
+    /// it is compared with the key type's own equality. A reporting query
+    /// (see [`Holds::list_active`]). The target is validated as for
+    /// [`Holds::create`]; a malformed record id is refused under a savepoint.
+    pub async fn is_held<Tz: TimeZone>(
+        &self,
+        conn: &mut PgConnection,
+        target: &Target,
+        as_of: DateTime<Tz>,
+    ) -> Result<bool, Error> {
+        let as_of = as_of.with_timezone(&Utc);
+        let e = validate::target(self.entities(), target)?;
+        let mut scope = self.begin(conn).await?;
+        let result = self.is_held_in(&mut scope.tx, e, target, as_of).await;
+        scope.finish(result).await
+    }
+
+    async fn is_held_in(
+        &self,
+        conn: &mut PgConnection,
+        e: &ResolvedEntity,
+        target: &Target,
+        as_of: DateTime<Utc>,
+    ) -> Result<bool, Error> {
+        let key = KeySql::load(conn, e).await?;
+        sqlx::query(AssertSqlSafe(key.canonicalise_one(false)))
+            .bind(&target.record_id)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|err| key::malformed_or(err, key.entity_id()))?;
+        let held: bool = sqlx::query_scalar(AssertSqlSafe(self.sql().is_held(&key.same_key("$3"))))
+            .bind(e.entity_id)
+            .bind(target.tenant_id)
+            .bind(&target.record_id)
+            .bind(as_of)
+            .fetch_one(&mut *conn)
+            .await?;
+        Ok(held)
+    }
+
+    /// Deletes holds that have not protected anything (expired or removed)
+    /// for longer than [`crate::Options::inactive_hold_retention`], judged
+    /// by the database clock, and returns how many. With no retention
+    /// configured (the default) it deletes nothing.
+    pub async fn prune(&self, conn: &mut PgConnection) -> Result<u64, Error> {
+        let retention = self.cohort.inner.options.inactive_hold_retention;
+        let mut scope = self.begin(conn).await?;
+        let result = match retention {
+            None => Ok(0),
+            Some(retention) => {
+                let micros = i64::try_from(retention.as_micros())
+                    .unwrap_or(i64::MAX)
+                    .min(MAX_PRUNE_MICROS);
+                let interval = PgInterval {
+                    months: 0,
+                    days: 0,
+                    microseconds: micros,
+                };
+                sqlx::query(AssertSqlSafe(self.sql().prune()))
+                    .bind(interval)
+                    .execute(&mut *scope.tx)
+                    .await
+                    .map(|done| done.rows_affected())
+                    .map_err(Error::from)
+            }
+        };
+        scope.finish(result).await
+    }
+}
+
+fn hold_from_row(row: &PgRow) -> Result<Hold, sqlx::Error> {
+    Ok(Hold {
+        hold_id: row.try_get("hold_id")?,
+        entity_id: row.try_get("retained_entity_id")?,
+        record_id: row.try_get("record_id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        reason: row.try_get("reason")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        removed_at: row.try_get("removed_at")?,
+    })
+}
