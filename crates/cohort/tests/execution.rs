@@ -780,6 +780,7 @@ async fn a_sweep_never_joins_the_callers_transaction() {
     );
 }
 
+#[allow(dead_code, reason = "mirrors a table; only its descriptor is read")]
 #[derive(cohort::Retained)]
 #[cohort(
     category = "orders",
@@ -793,6 +794,7 @@ struct Order {
     placed_at: chrono::DateTime<Utc>,
 }
 
+#[allow(dead_code, reason = "mirrors a table; only its descriptor is read")]
 #[derive(cohort::Retained)]
 #[cohort(
     category = "orders",
