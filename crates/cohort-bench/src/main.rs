@@ -2,6 +2,7 @@
 //!
 //! ```sh
 //! cargo run --release -p cohort-bench -- --rows 1000000 --batch 1000
+//! cargo run --release -p cohort-bench -- --rows 5000000 --batch 1000 --only raw-delete,sweep-purge
 //! ```
 //!
 //! One table of `--rows` expired rows of tenant A (1,000 of them held) plus
@@ -234,6 +235,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for b in &batches {
         plan.push(("sweep-anonymise".into(), b.clone()));
     }
+    let only = arg("--only", "");
+    let plan: Vec<(String, String)> = if only.is_empty() {
+        plan
+    } else {
+        plan.into_iter()
+            .filter(|(w, _)| only.split(',').any(|o| o == w))
+            .collect()
+    };
     for (what, batch) in plan {
         let out = Command::new(std::env::current_exe()?)
             .args(["--measure", &what, "--url", &db.url(), "--batch", &batch])

@@ -8,18 +8,21 @@
 //!
 //! It installs Cohort's tables in the schema `retention`, prints the readiness
 //! report, then runs the README's scenario: session notes purged after 30 days,
-//! case contacts anonymised after 365 days, another tenant untouched, a held
-//! note kept; it prints the preview, the sweep result and the ledger rows.
+//! case contacts anonymised after 365 days, another tenant untouched, a note
+//! under a legal hold kept; it prints the preview, the sweep result and the
+//! ledger rows. Then the hold keeps protecting its row from a host deletion
+//! and from an erasure of its author, while the author's other notes go.
 
 // The example's row types mirror tables; their fields need no prose.
 #![allow(missing_docs)]
 
 use chrono::{DateTime, Duration, Utc};
+use cohort::holds::{DeletionOutcome, HoldRequest, Target};
 use cohort::policy::ProviderError;
 use cohort::schema::{SchemaName, check_readiness, ddl};
 use cohort::{
-    Capabilities, Cohort, Options, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy,
-    TenantContext,
+    Capabilities, Cohort, ErasureRequest, Options, Period, ResolutionContext, Rule, RuleProvider,
+    Scope, Strategy, TenantContext,
 };
 use futures_util::future::BoxFuture;
 use sqlx::Row;
@@ -33,6 +36,8 @@ pub struct SessionNote {
     pub id: Uuid,
     pub tenant_id: Uuid,
     pub created_at: DateTime<Utc>,
+    #[cohort(erasure_subject)]
+    pub author_id: Uuid,
     pub body: String,
 }
 
@@ -81,7 +86,8 @@ impl RuleProvider for RetentionRules {
 
 const APP_TABLES: &str = r#"
 CREATE TABLE public.session_notes (
-    id uuid PRIMARY KEY, tenant_id uuid NOT NULL, created_at timestamptz NOT NULL, body text NOT NULL);
+    id uuid PRIMARY KEY, tenant_id uuid NOT NULL, created_at timestamptz NOT NULL, author_id uuid NOT NULL,
+    body text NOT NULL);
 CREATE INDEX ON public.session_notes (tenant_id, created_at, id);
 CREATE TABLE public.case_contacts (
     id uuid PRIMARY KEY, tenant_id uuid NOT NULL, created_at timestamptz NOT NULL,
@@ -120,14 +126,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()
         .await?;
 
-    // 3. Some data: two tenants, old and young rows, one held note.
+    // 3. Some data: two tenants, old and young rows, one note under a legal hold.
     let (acme, globex) = (Uuid::new_v4(), Uuid::new_v4());
+    let (ann, bob) = (Uuid::new_v4(), Uuid::new_v4());
     let now = Utc::now();
-    let old_note = insert_note(&pool, acme, now - Duration::days(40), "old note").await?;
-    insert_note(&pool, acme, now - Duration::days(5), "recent note").await?;
+    let old_note = insert_note(&pool, acme, ann, now - Duration::days(40), "old note").await?;
+    insert_note(
+        &pool,
+        acme,
+        bob,
+        now - Duration::days(5),
+        "recent note by bob",
+    )
+    .await?;
+    insert_note(
+        &pool,
+        acme,
+        ann,
+        now - Duration::days(5),
+        "recent note by ann",
+    )
+    .await?;
     let held_note = insert_note(
         &pool,
         acme,
+        ann,
         now - Duration::days(90),
         "note under litigation",
     )
@@ -135,6 +158,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     insert_note(
         &pool,
         globex,
+        ann,
         now - Duration::days(400),
         "another tenant's note",
     )
@@ -155,16 +179,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "Bob Example",
     )
     .await?;
-    // A legal hold on the held note (the holds API is coming; plain SQL for now).
-    sqlx::query(
-        "INSERT INTO retention.retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
-         VALUES ($1, 'a3f467fe-c5d0-4f17-9897-83c373cc1dc8', $2, $3, 'Litigation hold - case #12345', now())",
-    )
-    .bind(Uuid::new_v4())
-    .bind(held_note.to_string())
-    .bind(acme)
-    .execute(&pool)
-    .await?;
+    let note_entity = Uuid::parse_str("a3f467fe-c5d0-4f17-9897-83c373cc1dc8")?;
+    let mut conn = pool.acquire().await?;
+    let hold = cohort
+        .holds()
+        .create(
+            &mut conn,
+            HoldRequest::new(
+                note_entity,
+                held_note.to_string(),
+                Some(acme),
+                "Litigation hold - case #12345",
+                now,
+            )
+            .expires_at(now + Duration::days(365)),
+        )
+        .await?;
+    println!(
+        "\n== legal hold {} on note {} (expires {:?})",
+        hold.hold_id, hold.record_id, hold.expires_at
+    );
 
     // 4. Preview, then sweep, the tenant "acme".
     let scope = Scope::Tenant(TenantContext::new(acme));
@@ -270,22 +304,98 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             r.get::<String, _>("action")
         );
     }
+
+    // 6. The host's own deletions respect the hold...
+    let mut conn = pool.acquire().await?;
+    for (label, id) in [
+        ("held note", held_note),
+        (
+            "bob's recent note",
+            note_id(&pool, "recent note by bob").await?,
+        ),
+    ] {
+        let outcome = cohort
+            .deletion()
+            .execute(
+                &mut conn,
+                &[Target::new(note_entity, id.to_string(), Some(acme))],
+                move |tx| {
+                    Box::pin(async move {
+                        sqlx::query("DELETE FROM session_notes WHERE id = $1")
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?;
+                        Ok::<_, sqlx::Error>(())
+                    })
+                },
+            )
+            .await?;
+        match outcome {
+            DeletionOutcome::Deleted(()) => println!("\n== host deletion of the {label}: deleted"),
+            DeletionOutcome::Protected { held } => {
+                println!(
+                    "\n== host deletion of the {label}: protected by a hold ({} target)",
+                    held.len()
+                )
+            }
+        }
+    }
+    drop(conn);
+
+    // 7. ...and so does the right to erasure: every note by ann in acme goes, except the held one.
+    let erasure = cohort
+        .erase(&scope, ErasureRequest::new(ann), Utc::now())
+        .await?;
+    println!("\n== erasure of ann's data in acme -> {}", erasure.status);
+    for s in &erasure.summaries {
+        println!(
+            "  {:<12} affected={} held={}",
+            s.entity_type, s.affected, s.held
+        );
+    }
+    println!("== notes left");
+    for r in
+        sqlx::query("SELECT tenant_id = $1 AS acme, body FROM session_notes ORDER BY created_at")
+            .bind(acme)
+            .fetch_all(&pool)
+            .await?
+    {
+        let who = if r.get::<bool, _>("acme") {
+            "acme"
+        } else {
+            "globex"
+        };
+        println!("  note    [{who}] {}", r.get::<String, _>("body"));
+    }
+    assert!(
+        exists(&pool, held_note).await?,
+        "the held note survived the sweep, the deletion and the erasure"
+    );
     Ok(())
+}
+
+async fn note_id(pool: &sqlx::PgPool, body: &str) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM session_notes WHERE body = $1")
+        .bind(body)
+        .fetch_one(pool)
+        .await
 }
 
 async fn insert_note(
     pool: &sqlx::PgPool,
     tenant: Uuid,
+    author: Uuid,
     at: DateTime<Utc>,
     body: &str,
 ) -> Result<Uuid, sqlx::Error> {
     let id = Uuid::new_v4();
     sqlx::query(
-        "INSERT INTO session_notes (id, tenant_id, created_at, body) VALUES ($1, $2, $3, $4)",
+        "INSERT INTO session_notes (id, tenant_id, created_at, author_id, body) VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(id)
     .bind(tenant)
     .bind(at)
+    .bind(author)
     .bind(body)
     .execute(pool)
     .await?;

@@ -146,27 +146,28 @@ impl EntitySql {
             }
         };
         let eligible = format!("{scope}{age}{pending}");
-        let count = match purpose {
-            Purpose::Sweep => format!(
-                "SELECT count(*) FILTER (WHERE {eligible} AND NOT {held}) AS eligible, \
-                        count(*) FILTER (WHERE {eligible} AND {held}) AS held, \
-                        count(*) FILTER (WHERE t.{anchor} IS NULL{pending}) AS null_anchor \
-                 FROM {table} AS t WHERE {scope} AND (t.{anchor} < $2 OR t.{anchor} IS NULL)"
-            ),
-            Purpose::Erasure { legal_minimum, .. } => {
-                let blocked_null = if *legal_minimum {
-                    format!("t.{anchor} IS NULL{pending}")
-                } else {
-                    "false".into()
-                };
+        // Each count is its own index-friendly scan: rows past the cutoff
+        // (split by hold), and NULL anchors.
+        let null_anchor = match purpose {
+            Purpose::Sweep
+            | Purpose::Erasure {
+                legal_minimum: true,
+                ..
+            } => {
                 format!(
-                    "SELECT count(*) FILTER (WHERE {eligible} AND NOT {held}) AS eligible, \
-                            count(*) FILTER (WHERE {eligible} AND {held}) AS held, \
-                            count(*) FILTER (WHERE {blocked_null}) AS null_anchor \
-                     FROM {table} AS t WHERE {scope}"
+                    "(SELECT count(*) FROM {table} AS t WHERE {scope} AND t.{anchor} IS NULL{pending})"
                 )
             }
+            Purpose::Erasure {
+                legal_minimum: false,
+                ..
+            } => "0::pg_catalog.int8".to_owned(),
         };
+        let count = format!(
+            "SELECT count(*) FILTER (WHERE NOT {held}) AS eligible, count(*) FILTER (WHERE {held}) AS held, \
+                    {null_anchor} AS null_anchor \
+             FROM {table} AS t WHERE {eligible}"
+        );
         let customs: Vec<_> = e
             .anonymise
             .iter()
@@ -181,7 +182,9 @@ impl EntitySql {
         for (i, a) in customs.iter().enumerate() {
             let _ = write!(select, ", (t.{})::pg_catalog.text AS c{i}", a.column.name);
         }
-        let base = format!("{select} FROM {table} AS t WHERE {eligible} AND NOT {held}");
+        // Holds are judged by statement 3, after the locks, on a fresh snapshot;
+        // judging them here too would only cost a probe per row.
+        let base = format!("{select} FROM {table} AS t WHERE {eligible}");
         let (candidates_first, candidates_after) = if erasure {
             // Erasure waits for locked rows: a row a concurrent transaction
             // holds must not be silently missed.
