@@ -107,7 +107,7 @@ async fn hold(db: &TestDb, entity: &str, record: &str, tenant: Uuid) {
     .expect("hold");
 }
 
-// contract: E1, E2, M7
+// contract: E1, E2, M7, H1
 #[tokio::test]
 async fn erasure_matches_any_subject_column_in_the_tenant_whatever_the_age_except_held_rows() {
     let db = setup().await;

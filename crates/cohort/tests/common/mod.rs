@@ -16,37 +16,42 @@ pub async fn db_with_cohort(schema: &str) -> (TestDb, SchemaName) {
     (db, schema)
 }
 
-/// Captures `tracing` output of the current thread while the guard lives.
+/// Everything logged at WARN or above by this test process, since `start`.
+///
+/// A process-wide subscriber writes into one buffer: a thread-local one would
+/// race with tracing's per-callsite interest cache when tests run in
+/// parallel. Tests look for their own, specific lines.
 pub struct LogCapture {
-    buf: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-    _guard: tracing::subscriber::DefaultGuard,
+    start: usize,
 }
+
+static LOGS: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+static INSTALL: std::sync::Once = std::sync::Once::new();
 
 impl LogCapture {
     pub fn start() -> LogCapture {
-        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let writer = buf.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || CaptureWriter(writer.clone()))
-            .finish();
-        LogCapture {
-            buf,
-            _guard: tracing::subscriber::set_default(subscriber),
-        }
+        INSTALL.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_max_level(tracing::Level::WARN)
+                .with_writer(|| CaptureWriter)
+                .finish();
+            let _ = tracing::subscriber::set_global_default(subscriber);
+        });
+        LogCapture { start: LOGS.lock().expect("log buffer").len() }
     }
 
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.buf.lock().expect("log buffer")).into_owned()
+        let logs = LOGS.lock().expect("log buffer");
+        String::from_utf8_lossy(&logs[self.start.min(logs.len())..]).into_owned()
     }
 }
 
-struct CaptureWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+struct CaptureWriter;
 
 impl std::io::Write for CaptureWriter {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(data);
+        LOGS.lock().expect("log buffer").extend_from_slice(data);
         Ok(data.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
