@@ -38,7 +38,9 @@ impl LogCapture {
                 .finish();
             let _ = tracing::subscriber::set_global_default(subscriber);
         });
-        LogCapture { start: LOGS.lock().expect("log buffer").len() }
+        LogCapture {
+            start: LOGS.lock().expect("log buffer").len(),
+        }
     }
 
     pub fn text(&self) -> String {
