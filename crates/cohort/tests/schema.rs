@@ -163,7 +163,6 @@ async fn a_missing_speed_index_is_a_logged_warning_and_any_index_on_its_columns_
         logged.contains("retention_holds has no index on (retained_entity_id, record_id)"),
         "{logged}"
     );
-    drop(logs);
 
     // A unique index with other name, and a wider non-unique one, on the same key columns serve.
     db.exec(
