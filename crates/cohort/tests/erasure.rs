@@ -336,7 +336,7 @@ async fn erasure_runs_on_the_sweep_execution_model_one_entity_failing() {
 }
 
 async fn wait_for_lock_waiter(conn: &mut sqlx::PgConnection) {
-    for _ in 0..500 {
+    for _ in 0..3000 {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
         )

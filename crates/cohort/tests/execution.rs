@@ -100,7 +100,7 @@ impl AuditObserver for Recorder {
 
 /// Waits until some backend is blocked on an advisory lock.
 async fn wait_for_advisory_waiter(conn: &mut PgConnection) {
-    for _ in 0..500 {
+    for _ in 0..3000 {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
         )

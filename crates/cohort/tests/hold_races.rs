@@ -112,7 +112,7 @@ where
     let run = tokio::spawn(mutation);
     // Wait until the mutation's candidate select stands at row 1.
     let mut waited = false;
-    for _ in 0..500 {
+    for _ in 0..3000 {
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
         )

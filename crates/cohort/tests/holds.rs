@@ -339,7 +339,7 @@ async fn backend_pid(conn: &mut PgConnection) -> i32 {
 
 /// Waits until backend `pid` waits for a lock; returns the lock's type.
 async fn wait_until_blocked(db: &TestDb, pid: i32) -> String {
-    for _ in 0..400 {
+    for _ in 0..1200 {
         let waiting: Option<String> = sqlx::query_scalar(
             "SELECT locktype FROM pg_locks WHERE pid = $1 AND NOT granted LIMIT 1",
         )
