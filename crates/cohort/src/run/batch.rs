@@ -205,7 +205,8 @@ impl EntityBatches<'_> {
         } else {
             Vec::new()
         };
-        let keep: Vec<bool> = records.iter().map(|r| !busy.contains(r)).collect();
+        let busy: std::collections::HashSet<&str> = busy.iter().map(String::as_str).collect();
+        let keep: Vec<bool> = records.iter().map(|r| !busy.contains(r.as_str())).collect();
 
         // 3. The mutation: a new statement, so a new snapshot that sees every
         //    hold committed before our locks; eligibility and holds re-checked.
