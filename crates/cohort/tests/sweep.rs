@@ -713,3 +713,52 @@ async fn the_provider_receives_category_tenant_and_logical_time() {
         ]
     );
 }
+
+#[allow(dead_code, reason = "mirrors a table; only its descriptor is read")]
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "codes",
+    anchor = "created_at",
+    id = "3e9d2c1b-4a5f-4e6d-8c7b-9a0b1c2d3e4f",
+    table = "codes"
+)]
+struct Code {
+    id: String,
+    tenant_id: Uuid,
+    created_at: DateTime<Utc>,
+}
+
+// A key type whose operators live in a schema off the session's path: the
+// batches' order and their keyset cursor must still agree, or rows sharing an
+// anchor would be skipped.
+#[tokio::test]
+async fn batches_stay_consistent_for_a_key_type_off_the_search_path() {
+    let db = setup().await;
+    db.exec(
+        r#"
+        CREATE SCHEMA ext;
+        CREATE EXTENSION IF NOT EXISTS citext SCHEMA ext;
+        CREATE TABLE codes (id ext.citext COLLATE "C" PRIMARY KEY, tenant_id uuid NOT NULL, created_at timestamptz NOT NULL);
+        INSERT INTO codes SELECT c, '11111111-1111-1111-1111-111111111111', '2020-01-01' FROM unnest(ARRAY['a', 'B', 'c', 'D', 'e', 'F']) c;
+        "#,
+    )
+    .await;
+    let rules = TestRules::new().with(
+        "codes",
+        Capabilities::only(Strategy::Purge),
+        Rule::new(Period::days(30), Strategy::Purge),
+    );
+    let cohort = Cohort::builder(db.pool().clone())
+        .options(Options {
+            batch_size: 1,
+            ..Options::default()
+        })
+        .rules(rules)
+        .entity::<Code>()
+        .build()
+        .await
+        .expect("model");
+    let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    assert_eq!(result.affected(), 6, "{result:#?}");
+    assert_eq!(count(&db, "SELECT count(*) FROM codes").await, 0);
+}

@@ -185,10 +185,14 @@ impl EntitySql {
         // Holds are judged by statement 3, after the locks, on a fresh snapshot;
         // judging them here too would only cost a probe per row.
         let base = format!("{select} FROM {table} AS t WHERE {eligible}");
+        // The keyset cursor compares with `>` resolved by name, so the order is
+        // `USING <`, resolved the same way: for a key type whose operators are
+        // not on the session's path (an extension type in another schema) both
+        // fall back to the same text operators, and batches stay consistent.
         let (candidates_first, candidates_after) = if erasure {
             // Erasure waits for locked rows: a row a concurrent transaction
             // holds must not be silently missed.
-            let tail = format!("ORDER BY t.{rid} LIMIT ${p} FOR UPDATE OF t");
+            let tail = format!("ORDER BY t.{rid} USING < LIMIT ${p} FOR UPDATE OF t");
             (
                 format!("{base} {tail}"),
                 format!(
@@ -197,8 +201,9 @@ impl EntitySql {
                 ),
             )
         } else {
-            let tail =
-                format!("ORDER BY t.{anchor}, t.{rid} LIMIT ${p} FOR UPDATE OF t SKIP LOCKED");
+            let tail = format!(
+                "ORDER BY t.{anchor}, t.{rid} USING < LIMIT ${p} FOR UPDATE OF t SKIP LOCKED"
+            );
             (
                 format!("{base} {tail}"),
                 format!(
