@@ -150,12 +150,7 @@ impl EntityBatches<'_> {
         let db = |e: sqlx::Error| Failure::from_sqlx(&e);
         let strategy = self.plan.rule.strategy;
         let mut tx = conn.begin().await.map_err(db)?;
-        pin(&mut tx).await.map_err(db)?;
-        // A batch's mutation and its ledger entries commit together, so a
-        // crash can lose a just-committed batch only whole (rows and ledger
-        // alike; the next run redoes it). Not waiting for the WAL flush of
-        // every batch saves a disk round trip per batch.
-        sqlx::query("SELECT pg_catalog.set_config('synchronous_commit', 'off', true)")
+        sqlx::query(crate::sql::PIN_FOR_BATCH)
             .execute(&mut *tx)
             .await
             .map_err(db)?;

@@ -17,6 +17,14 @@ use sqlx::PgConnection;
 pub(crate) const PIN_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', \
      'pg_catalog, ' OPERATOR(pg_catalog.||) pg_catalog.current_setting('search_path'), true)";
 
+/// [`PIN_SEARCH_PATH`] for a sweep or erasure batch, which also stops waiting
+/// for the WAL flush at commit: a batch's mutation and its ledger entries
+/// commit together, so a crash can lose a just-committed batch only whole
+/// (rows and ledger alike), and the next run redoes it.
+pub(crate) const PIN_FOR_BATCH: &str = "SELECT pg_catalog.set_config('search_path', \
+     'pg_catalog, ' OPERATOR(pg_catalog.||) pg_catalog.current_setting('search_path'), true), \
+     pg_catalog.set_config('synchronous_commit', 'off', true)";
+
 /// Sets `search_path` to `pg_catalog` alone for the rest of the transaction:
 /// used while reading the catalog at start-up, so that `format_type` prints
 /// every type outside `pg_catalog` schema-qualified, and the type names Cohort
