@@ -845,3 +845,77 @@ async fn referencing_types_are_processed_before_the_types_they_reference() {
         0
     );
 }
+
+// contract: X4
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_future_is_dropped_mid_batch_is_settled_once_its_connection_is_gone() {
+    let db = setup().await;
+    notes(&db, 10).await;
+    db.exec(
+        r#"
+        CREATE FUNCTION public.gate(id uuid) RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+          IF id = '00000000-0000-0000-0000-000000000001' THEN
+            PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242);
+          END IF;
+          RETURN true;
+        END $$;
+        ALTER TABLE session_notes ENABLE ROW LEVEL SECURITY;
+        ALTER TABLE session_notes FORCE ROW LEVEL SECURITY;
+        CREATE POLICY gated ON session_notes USING (public.gate(id));
+        "#,
+    )
+    .await;
+    let cohort = Cohort::builder(common::app_pool(&db).await)
+        .options(Options {
+            settle_timeout: StdDuration::from_secs(1),
+            ..Options::default()
+        })
+        .rules(rules(Strategy::Purge))
+        .entity::<SessionNote>()
+        .build()
+        .await
+        .expect("model");
+    let mut gate = db.connect().await;
+    sqlx::query("SELECT pg_advisory_lock(4242)")
+        .execute(&mut gate)
+        .await
+        .expect("gate");
+    let sweep = tokio::spawn({
+        let cohort = cohort.clone();
+        async move { cohort.sweep(&scope(), Utc::now()).await }
+    });
+    wait_for_advisory_waiter(&mut gate).await;
+    // The host gives up on the sweep: its future is dropped mid-batch.
+    sweep.abort();
+    assert!(sweep.await.expect_err("aborted").is_cancelled());
+    // While its connection lives, the run is live and never recovered.
+    tokio::time::sleep(StdDuration::from_millis(1200)).await;
+    assert_eq!(cohort.settle_abandoned_runs().await.expect("settle"), 0);
+    sqlx::query("SELECT pg_advisory_unlock(4242)")
+        .execute(&mut gate)
+        .await
+        .expect("open gate");
+    let mut settled = 0;
+    for _ in 0..300 {
+        settled = cohort.settle_abandoned_runs().await.expect("settle");
+        if settled > 0 {
+            break;
+        }
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+    }
+    assert_eq!(
+        settled, 1,
+        "the abandoned run is settled once its connection is gone"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM session_notes").await,
+        10,
+        "the batch in flight rolled back"
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM sweep_run")
+        .fetch_one(db.pool())
+        .await
+        .expect("run");
+    assert_eq!(status, "Failed");
+}

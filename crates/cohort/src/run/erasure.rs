@@ -140,7 +140,8 @@ impl Cohort {
             });
         }
         let inner = &self.inner;
-        let mut conn = inner.pool.acquire().await?;
+        // Detached from the pool, as for sweeps: dropping this future closes it.
+        let mut conn = inner.pool.acquire().await?.detach();
         self.ensure_ready(&mut conn).await?;
 
         let candidates: Vec<_> = inner
@@ -187,7 +188,9 @@ impl Cohort {
             cancellation: request.cancellation.clone(),
             erasure: Some(Erasure { subject, entities }),
         };
-        self.execute(&mut conn, scope, now, spec).await
+        let result = self.execute(&mut conn, scope, now, spec).await;
+        let _ = sqlx::Connection::close(conn).await;
+        result
     }
 }
 

@@ -43,7 +43,10 @@ impl Cohort {
         options: SweepOptions,
         trigger: Trigger,
     ) -> Result<RunResult, Error> {
-        let mut conn = self.inner.pool.acquire().await?;
+        // The run's connection leaves the pool: if this future is dropped
+        // mid-run, the connection closes, the batch in flight rolls back and
+        // the run lock is released, so `settle_abandoned_runs` can settle it.
+        let mut conn = self.inner.pool.acquire().await?.detach();
         self.ensure_ready(&mut conn).await?;
         let spec = RunSpec {
             kind: RunKind::Sweep,
@@ -52,6 +55,8 @@ impl Cohort {
             cancellation: options.cancellation,
             erasure: None,
         };
-        self.execute(&mut conn, scope, now, spec).await
+        let result = self.execute(&mut conn, scope, now, spec).await;
+        let _ = sqlx::Connection::close(conn).await;
+        result
     }
 }
