@@ -55,6 +55,11 @@ pub(crate) async fn measure(
 ) -> Result<Counts, sqlx::Error> {
     let mut tx = conn.begin().await?;
     pin(&mut tx).await?;
+    // A generic plan: after a purge the anchor index is full of dead entries,
+    // and planning with the actual cutoff would probe them to estimate it.
+    sqlx::query("SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true)")
+        .execute(&mut *tx)
+        .await?;
     let mut query = sqlx::query(AssertSqlSafe(sql.count.clone()))
         .bind(tenant)
         .bind(cutoff)
