@@ -98,23 +98,6 @@ impl AuditObserver for Recorder {
     }
 }
 
-/// Waits until some backend is blocked on an advisory lock.
-async fn wait_for_advisory_waiter(conn: &mut PgConnection) {
-    for _ in 0..3000 {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-        )
-        .fetch_one(&mut *conn)
-        .await
-        .expect("pg_locks");
-        if waiting > 0 {
-            return;
-        }
-        tokio::time::sleep(StdDuration::from_millis(10)).await;
-    }
-    panic!("nobody ever waited on the gate");
-}
-
 // contract: X1, X14
 #[tokio::test]
 async fn batches_are_bounded_and_commit_one_by_one() {
@@ -438,19 +421,10 @@ async fn a_hold_committed_while_the_candidate_select_runs_still_protects_its_row
     // A gate inside the candidate select: row-level security evaluates
     // gate(id) per row after the statement's snapshot is taken; for row 1 it
     // waits on advisory lock 4242, which the test holds.
-    db.exec(
-        r#"
-        CREATE FUNCTION public.gate(id uuid) RETURNS boolean LANGUAGE plpgsql AS $$
-        BEGIN
-          IF id = '00000000-0000-0000-0000-000000000001' THEN
-            PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242);
-          END IF;
-          RETURN true;
-        END $$;
-        ALTER TABLE session_notes ENABLE ROW LEVEL SECURITY;
-        ALTER TABLE session_notes FORCE ROW LEVEL SECURITY;
-        CREATE POLICY gated ON session_notes USING (public.gate(id));
-        "#,
+    common::install_gate(
+        &db,
+        &["session_notes"],
+        &["00000000-0000-0000-0000-000000000001"],
     )
     .await;
     let cohort = Cohort::builder(common::app_pool(&db).await)
@@ -469,7 +443,7 @@ async fn a_hold_committed_while_the_candidate_select_runs_still_protects_its_row
         async move { cohort.sweep(&scope(), Utc::now()).await }
     });
     // The sweep's candidate select has its snapshot and is stopped at row 1.
-    wait_for_advisory_waiter(&mut gate).await;
+    common::wait_for_gate(&mut gate).await;
     // Meanwhile a hold on row 5 is created and committed the way hold creation does it.
     let mut holder = db.connect().await;
     let mut tx = holder.begin().await.expect("begin");
@@ -523,19 +497,10 @@ async fn a_hold_committed_while_the_candidate_select_runs_still_protects_its_row
 async fn control_a_single_statement_delete_passes_a_hold_committed_mid_statement() {
     let db = setup().await;
     notes(&db, 10).await;
-    db.exec(
-        r#"
-        CREATE FUNCTION public.gate(id uuid) RETURNS boolean LANGUAGE plpgsql AS $$
-        BEGIN
-          IF id = '00000000-0000-0000-0000-000000000001' THEN
-            PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242);
-          END IF;
-          RETURN true;
-        END $$;
-        ALTER TABLE session_notes ENABLE ROW LEVEL SECURITY;
-        ALTER TABLE session_notes FORCE ROW LEVEL SECURITY;
-        CREATE POLICY gated ON session_notes USING (public.gate(id));
-        "#,
+    common::install_gate(
+        &db,
+        &["session_notes"],
+        &["00000000-0000-0000-0000-000000000001"],
     )
     .await;
     let app = common::app_pool(&db).await;
@@ -552,7 +517,7 @@ async fn control_a_single_statement_delete_passes_a_hold_committed_mid_statement
         .execute(&app)
         .await
     });
-    wait_for_advisory_waiter(&mut gate).await;
+    common::wait_for_gate(&mut gate).await;
     let mut holder = db.connect().await;
     let mut tx = holder.begin().await.expect("begin");
     sqlx::query("SELECT 1 FROM session_notes WHERE id = $1 FOR SHARE")
@@ -851,19 +816,10 @@ async fn referencing_types_are_processed_before_the_types_they_reference() {
 async fn a_run_whose_future_is_dropped_mid_batch_is_settled_once_its_connection_is_gone() {
     let db = setup().await;
     notes(&db, 10).await;
-    db.exec(
-        r#"
-        CREATE FUNCTION public.gate(id uuid) RETURNS boolean LANGUAGE plpgsql AS $$
-        BEGIN
-          IF id = '00000000-0000-0000-0000-000000000001' THEN
-            PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242);
-          END IF;
-          RETURN true;
-        END $$;
-        ALTER TABLE session_notes ENABLE ROW LEVEL SECURITY;
-        ALTER TABLE session_notes FORCE ROW LEVEL SECURITY;
-        CREATE POLICY gated ON session_notes USING (public.gate(id));
-        "#,
+    common::install_gate(
+        &db,
+        &["session_notes"],
+        &["00000000-0000-0000-0000-000000000001"],
     )
     .await;
     let cohort = Cohort::builder(common::app_pool(&db).await)
@@ -885,7 +841,7 @@ async fn a_run_whose_future_is_dropped_mid_batch_is_settled_once_its_connection_
         let cohort = cohort.clone();
         async move { cohort.sweep(&scope(), Utc::now()).await }
     });
-    wait_for_advisory_waiter(&mut gate).await;
+    common::wait_for_gate(&mut gate).await;
     // The host gives up on the sweep: its future is dropped mid-batch.
     sweep.abort();
     assert!(sweep.await.expect_err("aborted").is_cancelled());

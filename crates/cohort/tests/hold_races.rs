@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::time::Duration as StdDuration;
-
 use chrono::Utc;
 use cohort::holds::HoldRequest;
 use cohort::{
@@ -69,23 +67,15 @@ async fn setup() -> (TestDb, Cohort) {
             SELECT g, '11111111-1111-1111-1111-111111111111', now() - interval '100 days' + g * interval '1 second',
                    'aaaaaaaa-0000-0000-0000-000000000001'
             FROM generate_series(1, 10) g;
-        CREATE FUNCTION public.gate(id text) RETURNS boolean LANGUAGE plpgsql AS $$
-        BEGIN
-          IF id IN ('1', '00000000-0000-0000-0000-000000000001') THEN
-            PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242);
-          END IF;
-          RETURN true;
-        END $$;
         "#,
     )
     .await;
-    for table in ["tickets", "case_contacts", "user_records"] {
-        db.exec(&format!(
-            "ALTER TABLE {table} ENABLE ROW LEVEL SECURITY; ALTER TABLE {table} FORCE ROW LEVEL SECURITY; \
-             CREATE POLICY gated ON {table} USING (public.gate(id::text));"
-        ))
-        .await;
-    }
+    common::install_gate(
+        &db,
+        &["tickets", "case_contacts", "user_records"],
+        &["1", "00000000-0000-0000-0000-000000000001"],
+    )
+    .await;
     // The engine acts as an unprivileged role: superusers bypass row-level security.
     let cohort = Cohort::builder(app_pool(&db).await)
         .rules(rules())
@@ -111,21 +101,7 @@ where
         .expect("gate");
     let run = tokio::spawn(mutation);
     // Wait until the mutation's candidate select stands at row 1.
-    let mut waited = false;
-    for _ in 0..3000 {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-        )
-        .fetch_one(&mut gate)
-        .await
-        .expect("pg_locks");
-        if n > 0 {
-            waited = true;
-            break;
-        }
-        tokio::time::sleep(StdDuration::from_millis(10)).await;
-    }
-    assert!(waited, "the mutation never reached the gate");
+    common::wait_for_gate(&mut gate).await;
     let mut creator = db.connect().await;
     cohort
         .holds()

@@ -190,3 +190,53 @@ pub async fn app_pool(db: &TestDb) -> sqlx::PgPool {
         .await
         .expect("app pool")
 }
+
+/// The advisory lock a gate waits on.
+pub const GATE: i64 = 4242;
+
+/// Puts a gate inside every select of `tables`: row-level security evaluates
+/// `gate(id::text)` per row, after the statement's snapshot is taken, and for
+/// a row whose id is one of `first_ids` it waits until advisory lock [`GATE`]
+/// is free. Hold the lock, start the statement, wait with
+/// [`wait_for_gate`], act, release. Row-level security only applies to
+/// unprivileged roles: run the gated side through [`app_pool`].
+pub async fn install_gate(db: &TestDb, tables: &[&str], first_ids: &[&str]) {
+    let ids: Vec<String> = first_ids.iter().map(|i| format!("'{i}'")).collect();
+    db.exec(&format!(
+        r#"
+        CREATE FUNCTION public.gate(id text) RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+          IF id IN ({ids}) THEN
+            PERFORM pg_advisory_lock({GATE}); PERFORM pg_advisory_unlock({GATE});
+          END IF;
+          RETURN true;
+        END $$;
+        "#,
+        ids = ids.join(", ")
+    ))
+    .await;
+    for table in tables {
+        db.exec(&format!(
+            "ALTER TABLE {table} ENABLE ROW LEVEL SECURITY; ALTER TABLE {table} FORCE ROW LEVEL SECURITY; \
+             CREATE POLICY gated ON {table} USING (public.gate(id::text));"
+        ))
+        .await;
+    }
+}
+
+/// Waits until some backend waits for an advisory lock (the gate, usually).
+pub async fn wait_for_gate(conn: &mut sqlx::PgConnection) {
+    for _ in 0..3000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .expect("pg_locks");
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("nobody ever waited on the gate");
+}
