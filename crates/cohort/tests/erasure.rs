@@ -11,7 +11,6 @@ use cohort::{
 };
 use common::models::*;
 use common::{TestDb, TestRules, count, db_with_cohort};
-use sqlx::Connection;
 use uuid::Uuid;
 
 fn tenant() -> Uuid {
@@ -351,29 +350,37 @@ async fn wait_for_lock_waiter(conn: &mut sqlx::PgConnection) {
     panic!("the erasure never waited");
 }
 
-// contract: E7
-#[tokio::test]
-async fn erasure_waits_for_a_locked_row_instead_of_missing_it() {
+/// Two records of the subject; another transaction holds row 1 locked while
+/// an erasure starts and waits for it. Returns the lock holder's open
+/// transaction and the erasure's task.
+async fn erasure_waiting_on_row_one() -> (
+    TestDb,
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<Result<cohort::RunResult, cohort::Error>>,
+) {
     let db = setup().await;
     let cohort = cohort(&db, rules(Rule::new(Period::days(30), Strategy::Purge))).await;
     record(&db, 1, tenant(), subject(), None, Some(1)).await;
     record(&db, 2, tenant(), subject(), None, Some(1)).await;
-    let mut other = db.connect().await;
-    let mut tx = other.begin().await.expect("begin");
+    let mut tx = db.pool().begin().await.expect("begin");
     sqlx::query("SELECT 1 FROM user_records WHERE id = 1 FOR UPDATE")
         .execute(&mut *tx)
         .await
         .expect("lock");
-    let erase = tokio::spawn({
-        let cohort = cohort.clone();
-        async move {
-            cohort
-                .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
-                .await
-        }
+    let erase = tokio::spawn(async move {
+        cohort
+            .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
+            .await
     });
     let mut watcher = db.connect().await;
     wait_for_lock_waiter(&mut watcher).await;
+    (db, tx, erase)
+}
+
+// contract: E7
+#[tokio::test]
+async fn erasure_waits_for_a_locked_row_instead_of_missing_it() {
+    let (db, tx, erase) = erasure_waiting_on_row_one().await;
     tx.commit().await.expect("release");
     let result = erase.await.expect("join").expect("erase");
     assert_eq!(result.affected(), 2);
@@ -386,26 +393,7 @@ async fn erasure_waits_for_a_locked_row_instead_of_missing_it() {
 // contract: E8
 #[tokio::test]
 async fn a_row_whose_subject_changed_while_the_erasure_waited_is_left_alone() {
-    let db = setup().await;
-    let cohort = cohort(&db, rules(Rule::new(Period::days(30), Strategy::Purge))).await;
-    record(&db, 1, tenant(), subject(), None, Some(1)).await;
-    record(&db, 2, tenant(), subject(), None, Some(1)).await;
-    let mut other = db.connect().await;
-    let mut tx = other.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM user_records WHERE id = 1 FOR UPDATE")
-        .execute(&mut *tx)
-        .await
-        .expect("lock");
-    let erase = tokio::spawn({
-        let cohort = cohort.clone();
-        async move {
-            cohort
-                .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
-                .await
-        }
-    });
-    let mut watcher = db.connect().await;
-    wait_for_lock_waiter(&mut watcher).await;
+    let (db, mut tx, erase) = erasure_waiting_on_row_one().await;
     sqlx::query("UPDATE user_records SET user_id = $1 WHERE id = 1")
         .bind(someone_else())
         .execute(&mut *tx)

@@ -98,6 +98,29 @@ impl AuditObserver for Recorder {
     }
 }
 
+/// Creates and commits a hold on note 5 the way hold creation does: the row
+/// read `FOR SHARE` first, then the hold inserted, judged from the database clock.
+async fn hold_row_five_as_hold_creation_does(db: &TestDb) {
+    let mut holder = db.connect().await;
+    let mut tx = holder.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM session_notes WHERE id = $1 FOR SHARE")
+        .bind(note_id(5))
+        .execute(&mut *tx)
+        .await
+        .expect("share lock");
+    sqlx::query(
+        "INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
+         VALUES (gen_random_uuid(), $1, $2, $3, 'race', statement_timestamp())",
+    )
+    .bind(uuid(NOTE_ID))
+    .bind(note_id(5).to_string())
+    .bind(tenant())
+    .execute(&mut *tx)
+    .await
+    .expect("hold");
+    tx.commit().await.expect("commit hold");
+}
+
 // contract: X1, X14
 #[tokio::test]
 async fn batches_are_bounded_and_commit_one_by_one() {
@@ -445,24 +468,7 @@ async fn a_hold_committed_while_the_candidate_select_runs_still_protects_its_row
     // The sweep's candidate select has its snapshot and is stopped at row 1.
     common::wait_for_gate(&mut gate).await;
     // Meanwhile a hold on row 5 is created and committed the way hold creation does it.
-    let mut holder = db.connect().await;
-    let mut tx = holder.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM session_notes WHERE id = $1 FOR SHARE")
-        .bind(note_id(5))
-        .execute(&mut *tx)
-        .await
-        .expect("share lock");
-    sqlx::query(
-        "INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
-         VALUES (gen_random_uuid(), $1, $2, $3, 'race', statement_timestamp())",
-    )
-    .bind(uuid(NOTE_ID))
-    .bind(note_id(5).to_string())
-    .bind(tenant())
-    .execute(&mut *tx)
-    .await
-    .expect("hold");
-    tx.commit().await.expect("commit hold");
+    hold_row_five_as_hold_creation_does(&db).await;
     sqlx::query("SELECT pg_advisory_unlock(4242)")
         .execute(&mut gate)
         .await
@@ -518,24 +524,7 @@ async fn control_a_single_statement_delete_passes_a_hold_committed_mid_statement
         .await
     });
     common::wait_for_gate(&mut gate).await;
-    let mut holder = db.connect().await;
-    let mut tx = holder.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM session_notes WHERE id = $1 FOR SHARE")
-        .bind(note_id(5))
-        .execute(&mut *tx)
-        .await
-        .expect("share");
-    sqlx::query(
-        "INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
-         VALUES (gen_random_uuid(), $1, $2, $3, 'race', statement_timestamp())",
-    )
-    .bind(uuid(NOTE_ID))
-    .bind(note_id(5).to_string())
-    .bind(tenant())
-    .execute(&mut *tx)
-    .await
-    .expect("hold");
-    tx.commit().await.expect("commit");
+    hold_row_five_as_hold_creation_does(&db).await;
     sqlx::query("SELECT pg_advisory_unlock(4242)")
         .execute(&mut gate)
         .await
