@@ -176,11 +176,10 @@ async fn measure(
         .execute(&pool)
         .await?
         .rows_affected(),
-        "sweep-purge" | "sweep-purge-no-advisory" | "sweep-anonymise" => {
+        "sweep-purge" | "sweep-anonymise" => {
             let strategy = if what == "sweep-anonymise" { Strategy::Anonymise } else { Strategy::Purge };
-            let advisory_row_locks = what != "sweep-purge-no-advisory";
             let cohort = Cohort::builder(pool.clone())
-                .options(Options { batch_size: batch, advisory_row_locks, ..Options::default() })
+                .options(Options { batch_size: batch, ..Options::default() })
                 .rules(Rules(strategy))
                 .entity::<Note>()
                 .build()
@@ -229,7 +228,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     for b in &batches {
         plan.push(("sweep-purge".into(), b.clone()));
-        plan.push(("sweep-purge-no-advisory".into(), b.clone()));
     }
     plan.push(("raw-update".into(), "0".into()));
     for b in &batches {

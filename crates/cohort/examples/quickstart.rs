@@ -224,7 +224,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             s.affected,
             s.held,
             s.skipped,
-            s.applied_period.as_deref().unwrap_or("-")
+            s.applied_period.map(|p| p.to_string()).unwrap_or_else(|| "-".into())
         );
     }
 

@@ -6,11 +6,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Conventions;
 
-/// The largest batch Cohort accepts. Each row of a batch takes one advisory
-/// lock, and PostgreSQL's shared lock table holds
-/// `max_locks_per_transaction * max_connections` (6,400 by default) for all
-/// sessions together.
-pub const MAX_BATCH_SIZE: u32 = 5_000;
+/// The largest batch Cohort accepts. A batch's memory (its record ids, and
+/// the values a custom anonymiser computes) grows with it, and so does the
+/// time a batch holds its rows locked; larger batches measure no faster.
+pub const MAX_BATCH_SIZE: u32 = 10_000;
+
+/// The longest [`Options::lock_wait`] Cohort accepts: a range statement that
+/// waits longer than PostgreSQL's `deadlock_timeout` (1 s by default) can be
+/// chosen as a deadlock victim before its own wait ends, which costs the same
+/// retry but later.
+pub const MAX_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// The longest timeout Cohort accepts for observers, claims and settling (one week).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -45,15 +50,18 @@ pub struct Options {
     /// failed (default 1 hour).
     #[serde(with = "humantime_secs")]
     pub settle_timeout: Duration,
-    /// Whether sweeps take each candidate row's advisory lock (the key that
-    /// hold creation and host deletions take) on top of its row lock
-    /// (default `true`). Holds created through Cohort are safe either way:
-    /// hold creation locks the row `FOR SHARE`, which conflicts with the
-    /// sweep's `FOR UPDATE`, and the sweep re-checks holds after its locks.
-    /// Turning it off makes purges markedly faster (see docs/performance.md);
-    /// keep it on if anything outside Cohort relies on the advisory keys.
-    /// Erasures always take them.
-    pub advisory_row_locks: bool,
+    /// How long a batch waits for its type's entity fence (default 30 s). The
+    /// fence is held exclusively by a transaction that creates a hold on that
+    /// type, until it commits: when the wait runs out, that type fails for
+    /// this run (`FailureKind::FenceTimeout`) and the run goes on.
+    #[serde(with = "humantime_secs")]
+    pub fence_wait: Duration,
+    /// How long a sweep's range statement waits for a row another transaction
+    /// holds locked (default 0.2 s, at most [`MAX_LOCK_WAIT`]). Then the batch
+    /// is redone row by row, skipping locked rows, which are left for a later
+    /// run and counted as skipped.
+    #[serde(with = "humantime_secs")]
+    pub lock_wait: Duration,
     /// How long holds that no longer protect (expired or removed) are kept
     /// before [`crate::holds::Holds::prune`] deletes them; `None` (the default)
     /// keeps them forever.
@@ -70,7 +78,8 @@ impl Default for Options {
             conventions: Conventions::default(),
             observer_timeout: Duration::from_secs(5),
             settle_timeout: Duration::from_secs(3600),
-            advisory_row_locks: true,
+            fence_wait: Duration::from_secs(30),
+            lock_wait: Duration::from_millis(200),
             inactive_hold_retention: None,
         }
     }
@@ -92,9 +101,16 @@ impl Options {
                 self.batch_size
             ));
         }
+        if self.lock_wait.is_zero() || self.lock_wait > MAX_LOCK_WAIT {
+            problems.push(format!(
+                "options.lock_wait is {:?}; it must be above zero and at most {MAX_LOCK_WAIT:?}",
+                self.lock_wait
+            ));
+        }
         for (name, value) in [
             ("observer_timeout", self.observer_timeout),
             ("settle_timeout", self.settle_timeout),
+            ("fence_wait", self.fence_wait),
         ] {
             if value.is_zero() || value > MAX_TIMEOUT {
                 problems.push(format!(

@@ -51,6 +51,26 @@ pub enum Error {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
 
+    /// A run lost its connection (or the ledger refused its terminal status)
+    /// after its `Started` row committed. The run stays `Started` until
+    /// [`crate::Cohort::settle_abandoned_runs`] settles it; its committed
+    /// batches stay committed.
+    #[error("run {run_id} was interrupted: {source}")]
+    RunInterrupted {
+        /// The run left `Started`.
+        run_id: uuid::Uuid,
+        /// What went wrong.
+        source: sqlx::Error,
+    },
+
+    /// A time given to Cohort is outside what PostgreSQL can store
+    /// (4714 BC to 294276 AD). Nothing was written.
+    #[error("{what} is outside PostgreSQL's timestamp range")]
+    TimeOutOfRange {
+        /// Which time (`"now"`, `"created_at"`, `"expires_at"`, ...).
+        what: &'static str,
+    },
+
     /// A legal-hold request (or a host-deletion target) was refused; the
     /// [`HoldError`](crate::holds::HoldError) says why. Nothing was written,
     /// and a caller's transaction is still usable.

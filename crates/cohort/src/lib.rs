@@ -16,7 +16,7 @@ mod sql;
 mod validate;
 
 pub use cohort::{Cohort, CohortBuilder};
-pub use config::{MAX_BATCH_SIZE, MAX_TIMEOUT, Options};
+pub use config::{MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options};
 pub use error::{Error, Result};
 pub use ledger::{RunKind, RunStatus, Trigger};
 pub use model::{Anonymiser, Conventions, Retained};
@@ -24,9 +24,13 @@ pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
 pub use run::{
-    EntityFailure, ErasureRequest, ErasureResult, MAX_SUBJECT_BYTES, Preview, PreviewEntry,
-    RunResult, Subject, SweepOptions, SweepResult,
+    EntityFailure, ErasureRequest, ErasureResult, ExemptType, MAX_SUBJECT_BYTES, Preview,
+    PreviewEntry, RunResult, Subject, SweepOptions, SweepResult,
 };
+/// The cancellation token [`SweepOptions::cancel_on`] and
+/// [`ErasureRequest::cancel_on`] take (from `tokio-util`).
+#[doc(no_inline)]
+pub use tokio_util::sync::CancellationToken;
 pub use sql::ident::IdentProblem;
 pub use validate::{ValidationProblem, ValidationReport};
 

@@ -195,7 +195,7 @@ async fn a_positive_legal_minimum_adds_a_strict_anchor_predicate_and_counts_bloc
         .find(|s| s.entity_type == "UserRecord")
         .expect("users");
     assert_eq!((users.affected, users.null_anchor), (1, 1));
-    assert_eq!(users.applied_period.as_deref(), Some("P30D"));
+    assert_eq!(users.applied_period, Some(cohort::Period::days(30)));
     assert_eq!(users.cutoff, Some(boundary));
 }
 

@@ -1136,9 +1136,10 @@ async fn the_tenant_must_fit_the_type_and_match_the_row() {
     )
     .await
     .expect_err("mismatch");
+    // A row of another tenant is answered as a row that does not exist (H15).
     assert_eq!(
         hold_error(err),
-        HoldError::TenantMismatch {
+        HoldError::NoSuchRow {
             entity_id: uuid(NOTE_ID)
         }
     );
@@ -1935,7 +1936,7 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
     assert!(
         matches!(
             err,
-            DeletionError::Cohort(Error::Hold(HoldError::TenantMismatch { .. }))
+            DeletionError::Cohort(Error::Hold(HoldError::NoSuchRow { .. }))
         ),
         "{err:?}"
     );

@@ -7,16 +7,19 @@
 //! `pg_catalog` as well (so `format_type` prints names qualified where needed).
 //!
 //! One job per file: [`tables`] (relations and their columns), [`types`] (the
-//! closure of column types through domains, arrays and ranges), [`indexes`]
+//! closure of column types through domains, arrays and ranges), [`equality`]
+//! (how a column compares with a value given as text), [`indexes`]
 //! (primary keys and unique indexes), [`inheritance`] (`pg_inherits`) and
 //! [`foreign_keys`] (the foreign-key graph between partition roots).
 
+mod equality;
 mod foreign_keys;
 mod indexes;
 mod inheritance;
 mod tables;
 mod types;
 
+pub(crate) use equality::equalities;
 pub(crate) use foreign_keys::{ForeignKey, OnDelete, foreign_keys};
 pub(crate) use indexes::{CatalogIndex, indexes};
 pub(crate) use inheritance::{InheritanceLink, inheritance};

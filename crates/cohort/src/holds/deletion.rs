@@ -51,7 +51,7 @@ pub enum DeletionOutcome<T> {
 pub enum DeletionError<E> {
     /// Cohort refused or failed: [`Error::TransactionAlreadyOpen`], a target
     /// refused as [`Error::Hold`] (unknown type, wrong tenant shape, malformed
-    /// record id, a row of another tenant, too many targets), a database error.
+    /// record id, no row of the tenant, too many targets), a database error.
     Cohort(Error),
     /// The callback returned this error.
     Callback(E),
@@ -93,26 +93,20 @@ impl<E: std::error::Error + 'static> std::error::Error for DeletionError<E> {
     }
 }
 
-/// One target on its way through: where it is and what its row is called.
-struct Planned<'e> {
-    entity: &'e ResolvedEntity,
-    /// The text its advisory lock and hold check use: the row's own
-    /// canonical text, or the key type's canonical text when no row exists.
-    text: String,
-}
-
 impl Deletion<'_> {
     /// Deletes through `callback`, unless an active hold covers a target.
     ///
     /// `targets` must name every row of a retained type the callback will
     /// delete (at most [`super::MAX_DELETION_TARGETS`]). In one transaction
-    /// of its own, Cohort reads each record id through its key type, takes
-    /// the targets' advisory locks (the ones hold creation and sweeps take)
-    /// in key order, locks the target rows that exist `FOR UPDATE`, checks
-    /// that each row belongs to the target's tenant, and checks every
-    /// target for an active hold, judged by the database clock in a
-    /// statement started after the locks. If any target is held it rolls
-    /// back and returns [`DeletionOutcome::Protected`] without calling
+    /// of its own, Cohort takes the entity fence of each type involved,
+    /// shared (the lock hold creation takes exclusively), reads each record
+    /// id through its key type, locks each target's row in the target's
+    /// tenant `FOR UPDATE`, and checks every target for an active hold,
+    /// judged by the database clock in a statement started after the locks.
+    /// A target that names no row of its tenant is refused with
+    /// [`HoldError::NoSuchRow`] (whether the row exists nowhere or only in
+    /// another tenant: the answer is the same). If any target is held it
+    /// rolls back and returns [`DeletionOutcome::Protected`] without calling
     /// `callback`. Otherwise it calls `callback` with the transaction's
     /// connection (`search_path` as the caller had it): an error rolls
     /// everything back and comes back as [`DeletionError::Callback`]; success
@@ -173,94 +167,82 @@ impl Deletion<'_> {
         }
     }
 
-    /// Canonicalises, locks and checks; returns the held targets.
-    async fn lock_and_check<'e>(
+    /// Fences, canonicalises, locks and checks; returns the held targets.
+    async fn lock_and_check(
         &self,
         conn: &mut PgConnection,
         targets: &[Target],
-        resolved: &[&'e ResolvedEntity],
+        resolved: &[&ResolvedEntity],
     ) -> Result<Vec<Target>, Error> {
+        // 1. The entity fences of every type involved, shared, in key order:
+        //    a hold being created on one of them has committed (and is seen
+        //    below), or waits for this transaction to end.
+        let fences: Vec<i32> = resolved.iter().map(|e| e.fence).collect();
+        sqlx::query(AssertSqlSafe(key::fences_shared()))
+            .bind(&fences)
+            .execute(&mut *conn)
+            .await?;
+
         // Positions of the targets of each retained type.
         let mut groups: BTreeMap<Uuid, Vec<usize>> = BTreeMap::new();
         for (i, t) in targets.iter().enumerate() {
             groups.entry(t.entity_id).or_default().push(i);
         }
-        let mut keys = Vec::with_capacity(groups.len());
-        let mut planned: Vec<Option<Planned<'e>>> = (0..targets.len()).map(|_| None).collect();
-
-        // 1. Each record id read as its key type: the row's text, or the
-        //    key's canonical text when no row has it.
+        let mut texts: Vec<Option<String>> = vec![None; targets.len()];
         for (entity_id, positions) in &groups {
-            let entity = resolved[positions[0]];
-            let key = KeySql::load(conn, entity).await?;
+            let key = KeySql::of(resolved[positions[0]]);
             let ids: Vec<&str> = positions
                 .iter()
                 .map(|&i| targets[i].record_id.as_str())
                 .collect();
-            let rows = sqlx::query(AssertSqlSafe(key.canonicalise_many()))
+            let tenants: Vec<Option<Uuid>> = positions.iter().map(|&i| targets[i].tenant_id).collect();
+            // 2. Each record id read as its key type (a malformed one is a
+            //    typed error).
+            sqlx::query(AssertSqlSafe(key.canonicalise_many()))
                 .bind(&ids)
                 .fetch_all(&mut *conn)
                 .await
                 .map_err(|e| key::malformed_or(e, *entity_id))?;
-            for row in &rows {
-                let Some(i) = position(row.try_get("i")?, positions) else {
-                    continue;
-                };
-                let canon: String = row.try_get("canon")?;
-                let row_text: Option<String> = row.try_get("row_text")?;
-                planned[i] = Some(Planned {
-                    entity,
-                    text: row_text.unwrap_or(canon),
-                });
-            }
-            keys.push((positions, key, ids));
-        }
-        let mut planned: Vec<Planned<'e>> = planned.into_iter().flatten().collect();
-        debug_assert_eq!(planned.len(), targets.len());
-
-        // 2. The advisory locks, deduplicated, in key order.
-        let (entity_ids, tenants): (Vec<Uuid>, Vec<Option<Uuid>>) =
-            targets.iter().map(|t| (t.entity_id, t.tenant_id)).unzip();
-        let texts: Vec<&str> = planned.iter().map(|p| p.text.as_str()).collect();
-        sqlx::query(AssertSqlSafe(key::lock_many()))
-            .bind(&entity_ids)
-            .bind(&tenants)
-            .bind(&texts)
-            .execute(&mut *conn)
-            .await?;
-
-        // 3. The rows that exist, locked; each must be its target's tenant's.
-        for (positions, key, ids) in &keys {
+            // 3. The rows, each in its target's tenant, locked.
             let rows = sqlx::query(AssertSqlSafe(key.lock_for_update()))
-                .bind(ids)
+                .bind(&ids)
+                .bind(&tenants)
                 .fetch_all(&mut *conn)
                 .await
-                .map_err(|e| key::malformed_or(e, key.entity_id()))?;
+                .map_err(|e| key::malformed_or(e, *entity_id))?;
             for row in rows {
-                let Some(i) = position(row.try_get("i")?, positions) else {
-                    continue;
-                };
-                let rid: String = row.try_get("rid")?;
-                let tenant: Option<Uuid> = row.try_get("tenant")?;
-                if planned[i].entity.tenant.is_some() && tenant != targets[i].tenant_id {
-                    return Err(HoldError::TenantMismatch {
-                        entity_id: key.entity_id(),
+                if let Some(i) = position(row.try_get("i")?, positions) {
+                    texts[i] = Some(row.try_get("rid")?);
+                }
+            }
+        }
+        // A target that names no row of its tenant is refused, whether the
+        // row exists nowhere or only in another tenant: the answer is the
+        // same, and a callback that deletes by id alone cannot reach past
+        // another tenant's hold.
+        let mut found = Vec::with_capacity(targets.len());
+        for (t, text) in targets.iter().zip(texts) {
+            match text {
+                Some(text) => found.push(text),
+                None => {
+                    return Err(HoldError::NoSuchRow {
+                        entity_id: t.entity_id,
                     }
                     .into());
                 }
-                planned[i].text = rid;
             }
         }
 
         // 4. Active holds, judged by the database clock in a statement that
-        //    starts after every lock is held.
-        let texts: Vec<&str> = planned.iter().map(|p| p.text.as_str()).collect();
+        //    starts after the fences and row locks are held.
+        let (entity_ids, tenants): (Vec<Uuid>, Vec<Option<Uuid>>) =
+            targets.iter().map(|t| (t.entity_id, t.tenant_id)).unzip();
         let held: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(
             HoldSql::new(&self.cohort.inner.schema).held_targets(),
         ))
         .bind(&entity_ids)
         .bind(&tenants)
-        .bind(&texts)
+        .bind(&found)
         .fetch_all(&mut *conn)
         .await?;
         let mut seen = HashSet::new();

@@ -9,9 +9,12 @@ use uuid::Uuid;
 /// the bound keeps a hostile or corrupted id from reaching the database.
 pub const MAX_RECORD_ID_BYTES: usize = 1024;
 
-/// The most targets one host deletion may name. Each distinct target takes a
-/// transaction-scoped advisory lock, and PostgreSQL's shared lock table is
-/// small (`max_locks_per_transaction` × `max_connections`).
+/// The longest hold reason Cohort accepts, in bytes: a reason is a short
+/// citation ("Litigation hold - case #12345"), not a document.
+pub const MAX_REASON_BYTES: usize = 4096;
+
+/// The most targets one host deletion may name: they are locked and checked
+/// in one transaction, and memory grows with them.
 pub const MAX_DELETION_TARGETS: usize = crate::config::MAX_BATCH_SIZE as usize;
 
 /// Why a record id was refused before any SQL ran.
@@ -104,6 +107,13 @@ pub enum HoldError {
     #[error("the hold reason contains a NUL byte")]
     ReasonContainsNul,
 
+    /// The reason is longer than [`MAX_REASON_BYTES`].
+    #[error("the hold reason is {bytes} bytes long; the limit is {MAX_REASON_BYTES}")]
+    ReasonTooLong {
+        /// Its length in bytes.
+        bytes: usize,
+    },
+
     /// The expiry is not after the creation time.
     #[error("a hold's expiry ({expires_at}) must be after its creation ({created_at})")]
     ExpiryNotAfterCreation {
@@ -113,18 +123,12 @@ pub enum HoldError {
         expires_at: DateTime<Utc>,
     },
 
-    /// No row of the retained type has this record id (in the caller's
-    /// snapshot), so the hold would protect nothing.
-    #[error("no row of retained type {entity_id} has this record id")]
+    /// No row of the retained type has this record id in the tenant given
+    /// (in the caller's snapshot), so the hold would protect nothing. A row
+    /// that exists only in another tenant gets exactly this answer: the API
+    /// never tells a caller about another tenant's rows.
+    #[error("no row of retained type {entity_id} has this record id in this tenant")]
     NoSuchRow {
-        /// The retained type.
-        entity_id: Uuid,
-    },
-
-    /// The row belongs to another tenant than the one given. Sweeps honour
-    /// only holds of the row's own tenant, so such a hold would protect nothing.
-    #[error("the row of retained type {entity_id} belongs to another tenant")]
-    TenantMismatch {
         /// The retained type.
         entity_id: Uuid,
     },

@@ -22,7 +22,9 @@ mod types;
 mod validate;
 
 pub use deletion::{Deletion, DeletionError, DeletionOutcome};
-pub use error::{HoldError, MAX_DELETION_TARGETS, MAX_RECORD_ID_BYTES, RecordIdProblem};
+pub use error::{
+    HoldError, MAX_DELETION_TARGETS, MAX_REASON_BYTES, MAX_RECORD_ID_BYTES, RecordIdProblem,
+};
 pub use repo::Holds;
 pub use types::{Hold, HoldFilter, HoldRequest, Target};
 

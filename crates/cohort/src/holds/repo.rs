@@ -15,7 +15,8 @@ use super::validate;
 use crate::cohort::Cohort;
 use crate::error::Error;
 use crate::model::resolved::ResolvedEntity;
-use crate::sql::{AssertSqlSafe, pin_search_path, restore_search_path};
+use crate::sql::timestamp::to_pg_precision;
+use crate::sql::{AssertSqlSafe, PgTime, pin_search_path, restore_search_path};
 
 /// The longest inactive-hold retention [`Holds::prune`] computes with; longer
 /// ones saturate to it (about 4,000 years: no hold is that old, and the
@@ -97,25 +98,35 @@ impl Holds<'_> {
     /// tenant does not fit the type (required for tenant-scoped types, absent
     /// for tenantless ones), the record id is empty, longer than
     /// [`super::MAX_RECORD_ID_BYTES`], contains NUL or is not a value of the
-    /// key's type, the reason is empty, the expiry is not after the creation
-    /// time, no row has the record id, the row belongs to another tenant, or
-    /// the hold id is taken.
+    /// key's type, the reason is empty, longer than
+    /// [`super::MAX_REASON_BYTES`] or contains NUL, the expiry is not after
+    /// the creation time, no row of the tenant has the record id, or the hold
+    /// id is taken; with [`Error::TimeOutOfRange`] when a time is outside
+    /// PostgreSQL's range.
     ///
     /// The record id is read through the key column's own type and the hold
     /// stores the row's own canonical text (`'007'` for a bigint key is
     /// stored as `7`; `'ABC'` for a citext key row `abc` as `abc`). Before
-    /// looking for the row, it takes the row's advisory lock (the one sweeps
-    /// and host deletions take), then reads the row `FOR SHARE`: in a
-    /// caller's `REPEATABLE READ` transaction a row deleted since the
-    /// snapshot raises a serialization failure (SQLSTATE 40001, as
-    /// [`Error::Database`]). The stored created-at is the earlier of the
-    /// requested one and the database clock.
+    /// looking for the row, it takes the type's entity fence exclusively,
+    /// which it holds until the transaction ends: sweeps, erasures and host
+    /// deletions of this type wait for it (up to [`crate::Options::fence_wait`]),
+    /// so keep transactions that create holds short. Then it reads the row
+    /// `FOR SHARE`: in a caller's `REPEATABLE READ` transaction a row deleted
+    /// since the snapshot raises a serialization failure (SQLSTATE 40001, as
+    /// [`Error::Database`]). A row of another tenant is answered exactly as a
+    /// row that does not exist ([`HoldError::NoSuchRow`]). The stored
+    /// created-at is the earlier of the requested one and the database clock.
     pub async fn create(
         &self,
         conn: &mut PgConnection,
         request: HoldRequest,
     ) -> Result<Hold, Error> {
         let e = validate::request(self.entities(), &request)?;
+        let mut request = request;
+        request.created_at = pg_time(&request.created_at, "created_at")?;
+        if let Some(expires_at) = request.expires_at {
+            request.expires_at = Some(pg_time(&expires_at, "expires_at")?);
+        }
         let mut scope = self.begin(conn).await?;
         let result = self.create_in(&mut scope.tx, e, &request).await;
         scope.finish(result).await
@@ -127,27 +138,25 @@ impl Holds<'_> {
         e: &ResolvedEntity,
         r: &HoldRequest,
     ) -> Result<Hold, Error> {
-        let key = KeySql::load(conn, e).await?;
-        // 1. The record id read as the key type; the text of the row it names.
-        let row = sqlx::query(AssertSqlSafe(key.canonicalise_one(true)))
+        let key = KeySql::of(e);
+        // 1. The entity fence, exclusively, before looking for the row: every
+        //    batch of this type that started has committed, and none starts
+        //    until this transaction ends (then its statements see the hold).
+        sqlx::query(AssertSqlSafe(key::fence_exclusive()))
+            .bind(e.fence)
+            .execute(&mut *conn)
+            .await?;
+        // 2. The record id read as the key type.
+        sqlx::query(AssertSqlSafe(key.canonicalise_one()))
             .bind(&r.record_id)
             .fetch_one(&mut *conn)
             .await
             .map_err(|err| key::malformed_or(err, e.entity_id))?;
-        let canon: String = row.try_get("canon")?;
-        let peeked: Option<String> = row.try_get("row_text")?;
-        let lock_text = peeked.unwrap_or(canon);
-        // 2. The row's advisory lock, before looking for the row.
-        sqlx::query(AssertSqlSafe(key::lock_one()))
-            .bind(e.entity_id)
-            .bind(r.tenant_id)
-            .bind(&lock_text)
-            .execute(&mut *conn)
-            .await?;
-        // 3. The row itself, FOR SHARE: from here no mutation can take it
-        //    until we commit, and a sweep that locked it first has finished.
+        // 3. The row itself, in the hold's tenant, FOR SHARE. A row of another
+        //    tenant is not found, exactly like one that does not exist.
         let row = sqlx::query(AssertSqlSafe(key.read_for_share()))
             .bind(&r.record_id)
+            .bind(r.tenant_id)
             .fetch_optional(&mut *conn)
             .await
             .map_err(|err| key::malformed_or(err, e.entity_id))?;
@@ -158,13 +167,6 @@ impl Holds<'_> {
             .into());
         };
         let record_id: String = row.try_get("rid")?;
-        let row_tenant: Option<Uuid> = row.try_get("tenant")?;
-        if e.tenant.is_some() && row_tenant != r.tenant_id {
-            return Err(HoldError::TenantMismatch {
-                entity_id: e.entity_id,
-            }
-            .into());
-        }
         // 4. The hold, under the row's own canonical text.
         let inserted = sqlx::query(AssertSqlSafe(self.sql().insert()))
             .bind(r.hold_id)
@@ -187,15 +189,17 @@ impl Holds<'_> {
 
     /// Removes a hold: it stops protecting once the database clock passes
     /// `removed_at` (stored as given, any offset). Removing a hold that is
-    /// already removed keeps the first removal's instant. Returns the hold
-    /// as stored; [`HoldError::NoSuchHold`] when no hold has the id.
+    /// already removed keeps the earlier of the two instants, so a removal
+    /// scheduled for later can be brought forward (but never pushed back).
+    /// Returns the hold as stored; [`HoldError::NoSuchHold`] when no hold has
+    /// the id, [`Error::TimeOutOfRange`] for an instant PostgreSQL cannot store.
     pub async fn remove<Tz: TimeZone>(
         &self,
         conn: &mut PgConnection,
         hold_id: Uuid,
         removed_at: DateTime<Tz>,
     ) -> Result<Hold, Error> {
-        let removed_at = removed_at.with_timezone(&Utc);
+        let removed_at = pg_time(&removed_at, "removed_at")?;
         let mut scope = self.begin(conn).await?;
         let result = sqlx::query(AssertSqlSafe(self.sql().remove()))
             .bind(hold_id)
@@ -221,7 +225,7 @@ impl Holds<'_> {
         as_of: DateTime<Tz>,
         filter: &HoldFilter,
     ) -> Result<Vec<Hold>, Error> {
-        let as_of = as_of.with_timezone(&Utc);
+        let as_of = pg_time(&as_of, "as_of")?;
         let mut scope = self.begin(conn).await?;
         let result = sqlx::query(AssertSqlSafe(self.sql().list_active()))
             .bind(as_of)
@@ -249,7 +253,7 @@ impl Holds<'_> {
         target: &Target,
         as_of: DateTime<Tz>,
     ) -> Result<bool, Error> {
-        let as_of = as_of.with_timezone(&Utc);
+        let as_of = pg_time(&as_of, "as_of")?;
         let e = validate::target(self.entities(), target)?;
         let mut scope = self.begin(conn).await?;
         let result = self.is_held_in(&mut scope.tx, e, target, as_of).await;
@@ -263,8 +267,8 @@ impl Holds<'_> {
         target: &Target,
         as_of: DateTime<Utc>,
     ) -> Result<bool, Error> {
-        let key = KeySql::load(conn, e).await?;
-        sqlx::query(AssertSqlSafe(key.canonicalise_one(false)))
+        let key = KeySql::of(e);
+        sqlx::query(AssertSqlSafe(key.canonicalise_one()))
             .bind(&target.record_id)
             .fetch_one(&mut *conn)
             .await
@@ -309,15 +313,31 @@ impl Holds<'_> {
     }
 }
 
+/// `t` at PostgreSQL's precision, or [`Error::TimeOutOfRange`] naming `what`.
+pub(super) fn pg_time<Tz: TimeZone>(
+    t: &DateTime<Tz>,
+    what: &'static str,
+) -> Result<DateTime<Utc>, Error> {
+    to_pg_precision(t).ok_or(Error::TimeOutOfRange { what })
+}
+
+/// A hold as stored. Times are read as PostgreSQL keeps them, so a hold
+/// written with plain SQL (`'infinity'`, a year beyond chrono's range) is
+/// reported, clamped to chrono's range, instead of failing the read.
 fn hold_from_row(row: &PgRow) -> Result<Hold, sqlx::Error> {
+    let time = |name: &str| -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        Ok(row
+            .try_get::<Option<PgTime>, _>(name)?
+            .map(PgTime::to_utc_clamped))
+    };
     Ok(Hold {
         hold_id: row.try_get("hold_id")?,
         entity_id: row.try_get("retained_entity_id")?,
         record_id: row.try_get("record_id")?,
         tenant_id: row.try_get("tenant_id")?,
         reason: row.try_get("reason")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-        removed_at: row.try_get("removed_at")?,
+        created_at: time("created_at")?.unwrap_or(DateTime::<Utc>::MIN_UTC),
+        expires_at: time("expires_at")?,
+        removed_at: time("removed_at")?,
     })
 }

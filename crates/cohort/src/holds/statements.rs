@@ -2,22 +2,12 @@
 //! written schema-qualified and quoted; values are bound.
 
 use crate::schema::SchemaName;
+use crate::sql::predicates::hold_active_at as active_at;
 
 /// Every column of a hold, in the order [`super::repo`] reads them.
 const COLUMNS: &str = "h.hold_id, h.retained_entity_id, h.record_id, h.tenant_id, h.reason, \
                        h.created_at, h.expires_at, h.removed_at";
 
-/// Whether hold `h` is active at the timestamptz expression `at`: created at
-/// or before it, not expired and not removed at or before it. Mutations pass
-/// `pg_catalog.statement_timestamp()` (the same test as the sweep's, in
-/// `sql::entity`); reporting queries pass the caller's `as_of`.
-pub(super) fn active_at(at: &str) -> String {
-    format!(
-        "h.created_at <= {at} \
-         AND (h.expires_at IS NULL OR h.expires_at > {at}) \
-         AND (h.removed_at IS NULL OR h.removed_at > {at})"
-    )
-}
 
 /// The SQL of the holds table in one schema.
 pub(super) struct HoldSql {
@@ -46,10 +36,11 @@ impl HoldSql {
         )
     }
 
-    /// `$1` hold id, `$2` removed-at. The first removal's instant is kept.
+    /// `$1` hold id, `$2` removed-at. The earlier removal instant is kept
+    /// (`LEAST` ignores a NULL).
     pub(super) fn remove(&self) -> String {
         format!(
-            "UPDATE {holds} AS h SET removed_at = COALESCE(h.removed_at, $2::pg_catalog.timestamptz) \
+            "UPDATE {holds} AS h SET removed_at = LEAST(h.removed_at, $2::pg_catalog.timestamptz) \
              WHERE h.hold_id = $1 RETURNING {COLUMNS}",
             holds = self.holds
         )

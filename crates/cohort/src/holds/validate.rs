@@ -2,7 +2,7 @@
 
 use uuid::Uuid;
 
-use super::error::{HoldError, MAX_RECORD_ID_BYTES, RecordIdProblem};
+use super::error::{HoldError, MAX_REASON_BYTES, MAX_RECORD_ID_BYTES, RecordIdProblem};
 use super::types::{HoldRequest, Target};
 use crate::model::resolved::ResolvedEntity;
 
@@ -70,6 +70,11 @@ pub(super) fn request<'e>(
     }
     if r.reason.contains('\0') {
         return Err(HoldError::ReasonContainsNul);
+    }
+    if r.reason.len() > MAX_REASON_BYTES {
+        return Err(HoldError::ReasonTooLong {
+            bytes: r.reason.len(),
+        });
     }
     if let Some(expires_at) = r.expires_at
         && expires_at <= r.created_at

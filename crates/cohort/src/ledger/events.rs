@@ -5,7 +5,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::policy::Strategy;
+use crate::policy::{Period, Strategy};
 
 /// What kind of run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +81,7 @@ impl fmt::Display for RunStatus {
 
 /// The counts of one (retained entity, category, tenant, strategy) in one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EntitySummary {
     /// The retained-entity id.
     pub entity_id: Uuid,
@@ -102,9 +103,14 @@ pub struct EntitySummary {
     /// Rows whose anchor is NULL (never eligible), or, for erasure with a legal
     /// minimum, blocked because of it.
     pub null_anchor: u64,
-    /// The period applied (ISO 8601), when a rule resolved.
-    pub applied_period: Option<String>,
-    /// The cutoff applied, when there was one.
+    /// The period applied, when a rule resolved: the greater of the period
+    /// and the legal minimum for a sweep, the legal minimum (if positive) for
+    /// an erasure. Stored in the ledger as ISO 8601 text (`P30D`).
+    pub applied_period: Option<Period>,
+    /// The cutoff applied, when there was one: `None` for exempt types, for an
+    /// erasure without a legal minimum, and when the period is so long that
+    /// the cutoff falls before PostgreSQL's earliest timestamp (then nothing
+    /// is old enough).
     pub cutoff: Option<DateTime<Utc>>,
     /// The rule's provenance.
     pub rule_source: Option<String>,

@@ -26,6 +26,9 @@ pub enum FailureKind {
     AnonymiserPanic,
     /// The run was abandoned by its owner and recovered after the settle timeout.
     Abandoned,
+    /// The entity fence was not granted within `Options::fence_wait`: a
+    /// transaction that created a hold on this type stayed open that long.
+    FenceTimeout,
 }
 
 impl FailureKind {
@@ -40,6 +43,7 @@ impl FailureKind {
             FailureKind::SoftDeleteRefused => "SoftDeleteRefused",
             FailureKind::AnonymiserPanic => "AnonymiserPanic",
             FailureKind::Abandoned => "Abandoned",
+            FailureKind::FenceTimeout => "FenceTimeout",
         }
     }
 }
@@ -94,14 +98,20 @@ impl Failure {
     }
 }
 
-impl fmt::Display for Failure {
-    /// The stored envelope: `{"kind":"Database","sqlstate":"42P01","diagnostic_id":"..."}`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let value = serde_json::json!({
+impl Failure {
+    /// The stored envelope as JSON.
+    pub(crate) fn envelope(&self) -> serde_json::Value {
+        serde_json::json!({
             "kind": self.kind.as_str(),
             "sqlstate": self.sqlstate,
             "diagnostic_id": self.diagnostic_id.to_string(),
-        });
-        write!(f, "{value}")
+        })
+    }
+}
+
+impl fmt::Display for Failure {
+    /// The stored envelope: `{"kind":"Database","sqlstate":"42P01","diagnostic_id":"..."}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.envelope())
     }
 }

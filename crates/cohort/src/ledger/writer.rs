@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::{EntitySummary, RunKind, RunStatus, Trigger};
 use crate::policy::Strategy;
 use crate::schema::SchemaName;
-use crate::sql::AssertSqlSafe;
+use crate::sql::{AssertSqlSafe, PgTime};
 
 /// The ledger of one install (one schema).
 #[derive(Debug, Clone)]
@@ -87,31 +87,93 @@ impl Ledger {
         .map(|_| ())
     }
 
-    /// Adds a batch's mutations to the entity's summary (creating it, `Running`).
-    pub(crate) async fn add_progress(
+    /// Creates the entity's summary (`Running`) before its first batch, with
+    /// what is known before any row changes: strategy, cutoff, period applied
+    /// and provenance, so a run abandoned mid-entity still says what it was
+    /// doing. Returns the summary's id, which batches add their counts to.
+    pub(crate) async fn start_entity(
         &self,
         conn: &mut PgConnection,
         key: &SummaryKey<'_>,
-        affected: u64,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(AssertSqlSafe(format!(
+        summary: &EntitySummary,
+        cutoff: Option<PgTime>,
+    ) -> Result<i64, sqlx::Error> {
+        sqlx::query_scalar(AssertSqlSafe(format!(
             "INSERT INTO {t} AS s (run_id, retained_entity_id, entity_type, category, tenant_id, strategy, status, \
-               affected_count, held_count, skipped_count, null_anchor_count, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'Running', $7, 0, 0, 0, pg_catalog.statement_timestamp()) \
+               affected_count, held_count, skipped_count, null_anchor_count, applied_period, cutoff, \
+               rule_source, rule_reason, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'Running', 0, 0, 0, 0, $7, $8, $9, $10, \
+                     pg_catalog.statement_timestamp()) \
              ON CONFLICT (run_id, retained_entity_id, category, tenant_id, strategy) DO UPDATE \
-             SET affected_count = s.affected_count + EXCLUDED.affected_count, updated_at = EXCLUDED.updated_at",
+             SET updated_at = EXCLUDED.updated_at \
+             RETURNING s.summary_id",
             t = self.summaries
         )))
         .bind(key.run_id)
         .bind(key.entity_id)
-        .bind(key.entity_type)
-        .bind(key.category)
+        .bind(clean(key.entity_type))
+        .bind(clean(key.category))
         .bind(key.tenant_id)
         .bind(strategy_name(key.strategy))
-        .bind(to_i64(affected))
+        .bind(summary.applied_period.map(|p| p.to_string()))
+        .bind(cutoff)
+        .bind(summary.rule_source.as_deref().map(clean))
+        .bind(summary.rule_reason.as_deref().map(clean))
+        .fetch_one(conn)
+        .await
+    }
+
+    /// The body of a CTE that adds the rows of CTE `d` to summary `summary`
+    /// (a placeholder): part of the batch's own statement, so the mutation and
+    /// its progress commit together.
+    pub(crate) fn progress_cte(&self, d: &str, summary: &str) -> String {
+        format!(
+            "UPDATE {t} SET affected_count = affected_count + (SELECT pg_catalog.count(*) FROM {d}), \
+                    updated_at = pg_catalog.statement_timestamp() \
+             WHERE summary_id = {summary}",
+            t = self.summaries
+        )
+    }
+
+    /// The body of a CTE that records each row of CTE `d` (column `rid`, the
+    /// canonical record id) as a row detail. The other arguments are
+    /// placeholders: run, retained-entity id, entity type, tenant, action.
+    pub(crate) fn details_cte(
+        &self,
+        d: &str,
+        run: &str,
+        entity: &str,
+        entity_type: &str,
+        tenant: &str,
+        action: &str,
+    ) -> String {
+        format!(
+            "INSERT INTO {t} (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, created_at) \
+             SELECT {run}, {entity}, {entity_type}, {d}.rid, {tenant}, {action}, pg_catalog.statement_timestamp() \
+             FROM {d}",
+            t = self.details
+        )
+    }
+
+    /// Settles the summaries of `run_id` still `Running` as `Failed` with
+    /// `error`: for a run settled because its owner is gone. Their affected
+    /// counts stay as the committed batches left them.
+    pub(crate) async fn fail_running_summaries(
+        &self,
+        conn: &mut PgConnection,
+        run_id: Uuid,
+        error: &str,
+    ) -> Result<u64, sqlx::Error> {
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {t} SET status = 'Failed', error = $2, updated_at = pg_catalog.statement_timestamp() \
+             WHERE run_id = $1 AND status = 'Running'",
+            t = self.summaries
+        )))
+        .bind(run_id)
+        .bind(error)
         .execute(conn)
         .await
-        .map(|_| ())
+        .map(|done| done.rows_affected())
     }
 
     /// Writes the entity's final counts and status.
@@ -120,6 +182,7 @@ impl Ledger {
         conn: &mut PgConnection,
         key: &SummaryKey<'_>,
         summary: &EntitySummary,
+        cutoff: Option<PgTime>,
         status: &str,
     ) -> Result<(), sqlx::Error> {
         sqlx::query(AssertSqlSafe(format!(
@@ -138,8 +201,8 @@ impl Ledger {
         )))
         .bind(key.run_id)
         .bind(key.entity_id)
-        .bind(key.entity_type)
-        .bind(key.category)
+        .bind(clean(key.entity_type))
+        .bind(clean(key.category))
         .bind(key.tenant_id)
         .bind(strategy_name(key.strategy))
         .bind(status)
@@ -147,39 +210,25 @@ impl Ledger {
         .bind(to_i64(summary.held))
         .bind(to_i64(summary.skipped))
         .bind(to_i64(summary.null_anchor))
-        .bind(summary.applied_period.as_deref())
-        .bind(summary.cutoff)
-        .bind(summary.rule_source.as_deref())
-        .bind(summary.rule_reason.as_deref())
+        .bind(summary.applied_period.map(|p| p.to_string()))
+        .bind(cutoff)
+        .bind(summary.rule_source.as_deref().map(clean))
+        .bind(summary.rule_reason.as_deref().map(clean))
         .bind(summary.error.as_deref())
         .execute(conn)
         .await
         .map(|_| ())
     }
+}
 
-    /// Records each changed row of a batch (per-row audit).
-    pub(crate) async fn add_details(
-        &self,
-        conn: &mut PgConnection,
-        key: &SummaryKey<'_>,
-        action: Strategy,
-        record_ids: &[String],
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {t} (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, created_at) \
-             SELECT $1, $2, $3, r, $4, $5, pg_catalog.statement_timestamp() \
-             FROM pg_catalog.unnest($6::pg_catalog.text[]) AS r",
-            t = self.details
-        )))
-        .bind(key.run_id)
-        .bind(key.entity_id)
-        .bind(key.entity_type)
-        .bind(key.tenant_id)
-        .bind(action.as_str())
-        .bind(record_ids)
-        .execute(conn)
-        .await
-        .map(|_| ())
+/// Text PostgreSQL can store: a NUL byte (which `text` cannot hold, and
+/// which would fail the ledger write) becomes U+FFFD. Rule provenance and
+/// names come from the host; the ledger must accept whatever they are.
+pub(crate) fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        std::borrow::Cow::Owned(text.replace('\0', "\u{FFFD}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
     }
 }
 

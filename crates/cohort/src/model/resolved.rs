@@ -18,6 +18,26 @@ pub(crate) struct Column {
     pub(crate) sql_type: String,
     /// Whether the column accepts NULL.
     pub(crate) nullable: bool,
+    /// The type a value given as text is read in to compare with this
+    /// column: the type its btree compares in, with no modifier (see
+    /// `catalog::equality`). Catalog text.
+    pub(crate) cmp_type: String,
+    /// That type's equality operator, schema-qualified (`OPERATOR("ext".=)`).
+    pub(crate) eq: String,
+}
+
+impl Column {
+    /// `t.<column> = <text_expr read as the column's comparison type>`, by
+    /// the column's own equality: no rounding or truncation through a type
+    /// modifier, and an extension type's operator wherever it is installed.
+    pub(crate) fn equals_text(&self, alias: &str, text_expr: &str) -> String {
+        format!(
+            "{alias}.{col} {eq} CAST(({text_expr})::pg_catalog.text AS {cmp})",
+            col = self.name,
+            eq = self.eq,
+            cmp = self.cmp_type
+        )
+    }
 }
 
 /// A column scrubbed by the `Anonymise` strategy.
@@ -46,6 +66,8 @@ pub(crate) struct ResolvedEntity {
     pub(crate) anonymised_at: Option<Column>,
     pub(crate) anonymise: Vec<AnonymisedColumn>,
     pub(crate) subjects: Vec<Column>,
+    /// The second key of this type's entity fence (see `sql::txn`).
+    pub(crate) fence: i32,
 }
 
 impl ResolvedEntity {

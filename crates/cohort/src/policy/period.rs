@@ -84,11 +84,16 @@ impl Period {
     }
 
     /// `now - self`, the instant before which rows are old enough. Saturates
-    /// at the earliest representable instant instead of overflowing.
+    /// at the earliest representable instant instead of overflowing (an
+    /// instant before PostgreSQL's earliest timestamp means that nothing is
+    /// old enough). Fixed durations apply at microsecond precision, as
+    /// PostgreSQL stores time.
     pub fn cutoff(&self, now: DateTime<Utc>) -> DateTime<Utc> {
         match *self {
-            Period::Fixed(d) => TimeDelta::from_std(d)
+            // PostgreSQL keeps microseconds: so does the arithmetic.
+            Period::Fixed(d) => i64::try_from(d.as_micros())
                 .ok()
+                .map(TimeDelta::microseconds)
                 .and_then(|d| now.checked_sub_signed(d))
                 .unwrap_or(DateTime::<Utc>::MIN_UTC),
             Period::Calendar {

@@ -1,28 +1,37 @@
-//! The batch loop of one entity: select and lock candidates, take the row
-//! advisory locks, mutate on a fresh snapshot with holds and eligibility
-//! re-checked, write progress and row detail, commit. Memory and bind
-//! parameters are bounded by the batch size.
+//! The batch loop of one entity. Each batch is one transaction that takes the
+//! entity fence shared first, then runs either the range path (one statement)
+//! or the locked path (select `FOR UPDATE`, compute values, mutate by
+//! `(tableoid, ctid)`); see `statements.rs` and `docs/design.md`. Memory and
+//! bind parameters are bounded by the batch size.
 
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use sqlx::postgres::PgArguments;
-use sqlx::query::{Query, QueryScalar};
+use sqlx::postgres::types::Oid;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, Postgres, Row};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::cancelled;
-use super::plan::EntityPlan;
-use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind, Ledger, SummaryKey};
+use super::statements::{EntitySql, P};
+use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind};
 use crate::model::AnonymiseMethod;
 use crate::model::resolved::ResolvedEntity;
-use crate::policy::{AuditDetail, Strategy};
-use crate::sql::AssertSqlSafe;
-use crate::sql::entity::EntitySql;
+use crate::policy::Strategy;
+use crate::sql::txn::{self, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, LockWait, sqlstate};
+use crate::sql::{AssertSqlSafe, PgTime, Statement};
 
 type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
-type PgQueryScalar<'q, O> = QueryScalar<'q, Postgres, O, PgArguments>;
+
+/// How many times a locked-path batch is retried after a deadlock before the
+/// entity fails.
+const DEADLOCK_RETRIES: u32 = 3;
+
+/// The longest run of locked-path batches after repeated lock waits
+/// (`2^k` batches after the `k`-th, up to this).
+const MAX_LOCKED_STREAK: u32 = 64;
 
 /// Counts measured directly from the table.
 #[derive(Debug, Clone, Copy, Default)]
@@ -32,42 +41,99 @@ pub(crate) struct Counts {
     pub(crate) null_anchor: u64,
 }
 
-/// Pins `search_path` for the current (own) transaction.
-pub(crate) async fn pin(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query(crate::sql::PIN_SEARCH_PATH)
-        .execute(conn)
-        .await
-        .map(|_| ())
+/// The values an entity's statements bind, for the whole loop.
+#[derive(Debug, Clone)]
+pub(crate) struct Values<'a> {
+    pub(crate) entity: &'a ResolvedEntity,
+    pub(crate) tenant: Option<Uuid>,
+    pub(crate) cutoff: PgTime,
+    pub(crate) subject: Option<&'a str>,
+    pub(crate) batch_size: u32,
+    /// The entity's summary row, which batches add their counts to.
+    pub(crate) summary: i64,
+    pub(crate) run: Uuid,
+    pub(crate) ledger_tenant: Uuid,
+    pub(crate) strategy: Strategy,
+}
+
+/// Where the next batch starts: after this key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cursor {
+    /// The anchor (sweeps only; erasures order by the record id alone).
+    anchor: PgTime,
+    /// The record id as text.
+    key: String,
+}
+
+/// Values of one locked-path batch.
+#[derive(Debug, Default)]
+struct Located {
+    oids: Vec<Oid>,
+    tids: Vec<String>,
+    customs: Vec<Vec<Option<String>>>,
 }
 
 fn count(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// Binds `statement`'s parameters in order.
+fn bind<'q>(
+    statement: &'q Statement<P>,
+    v: &Values<'_>,
+    cursor: Option<&Cursor>,
+    located: Option<&Located>,
+) -> PgQuery<'q> {
+    let mut q = sqlx::query(AssertSqlSafe(statement.text.as_str()));
+    for p in &statement.params {
+        q = match *p {
+            P::Tenant => q.bind(v.tenant),
+            P::Cutoff => q.bind(v.cutoff),
+            P::Entity => q.bind(v.entity.entity_id),
+            P::Subject => q.bind(v.subject.map(str::to_owned)),
+            P::Offset => q.bind(i64::from(v.batch_size) - 1),
+            P::Limit => q.bind(i64::from(v.batch_size)),
+            P::LoAnchor => q.bind(cursor.map(|c| c.anchor)),
+            P::LoKey => q.bind(cursor.map(|c| c.key.clone())),
+            P::Literal(i) => q.bind(match v.entity.anonymise.get(i).map(|a| a.method) {
+                Some(AnonymiseMethod::Literal(text)) => Some(text),
+                _ => None,
+            }),
+            P::Summary => q.bind(v.summary),
+            P::Run => q.bind(v.run),
+            P::EntityType => q.bind(v.entity.type_name()),
+            P::LedgerTenant => q.bind(v.ledger_tenant),
+            P::Action => q.bind(v.strategy.as_str()),
+            P::Oids => q.bind(located.map(|l| l.oids.clone()).unwrap_or_default()),
+            P::Tids => q.bind(located.map(|l| l.tids.clone()).unwrap_or_default()),
+            P::Custom(i) => q.bind(
+                located
+                    .and_then(|l| l.customs.get(i).cloned())
+                    .unwrap_or_default(),
+            ),
+        };
+    }
+    q
+}
+
 /// Eligible (not held), held and NULL-anchor rows, measured in one statement.
 pub(crate) async fn measure(
     conn: &mut PgConnection,
     sql: &EntitySql,
-    tenant: Option<Uuid>,
-    cutoff: DateTime<Utc>,
-    entity_id: Uuid,
-    subject: Option<&str>,
+    v: &Values<'_>,
 ) -> Result<Counts, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    pin(&mut tx).await?;
-    // A generic plan: after a purge the anchor index is full of dead entries,
-    // and planning with the actual cutoff would probe them to estimate it.
-    sqlx::query("SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true)")
-        .execute(&mut *tx)
-        .await?;
-    let mut query = sqlx::query(AssertSqlSafe(sql.count.clone()))
-        .bind(tenant)
-        .bind(cutoff)
-        .bind(entity_id);
-    if let Some(subject) = subject {
-        query = query.bind(subject.to_owned());
-    }
-    let row = query.fetch_one(&mut *tx).await?;
+    // The pinned search_path, and a generic plan: after a purge the anchor
+    // index is full of dead entries, and planning with the actual cutoff
+    // would probe them to estimate it.
+    sqlx::query(
+        "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
+                pg_catalog.current_setting('search_path'), true), \
+                pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true)",
+    )
+    .execute(&mut *tx)
+    .await?;
+    let row = bind(&sql.count, v, None, None).fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok(Counts {
         eligible: count(row.try_get("eligible")?),
@@ -78,19 +144,12 @@ pub(crate) async fn measure(
 
 /// Everything one entity's batch loop needs.
 pub(crate) struct EntityBatches<'a> {
-    pub(crate) entity: &'a ResolvedEntity,
-    pub(crate) plan: &'a EntityPlan,
-    /// The `$2` bound to every statement.
-    pub(crate) cutoff: DateTime<Utc>,
     pub(crate) sql: &'a EntitySql,
-    pub(crate) ledger: &'a Ledger,
-    pub(crate) key: SummaryKey<'a>,
-    pub(crate) tenant: Option<Uuid>,
-    /// The erasure subject (`$4`), for erasures.
-    pub(crate) subject: Option<&'a str>,
-    pub(crate) batch_size: u32,
-    /// Whether to take the rows' advisory locks (always for erasures).
-    pub(crate) advisory_locks: bool,
+    pub(crate) values: Values<'a>,
+    /// The longest a batch waits for the entity fence.
+    pub(crate) fence_wait: Duration,
+    /// The longest a range statement waits for a row another transaction holds.
+    pub(crate) lock_wait: Duration,
     pub(crate) cancellation: &'a Option<CancellationToken>,
 }
 
@@ -104,195 +163,321 @@ pub(crate) enum LoopEnd {
     Failed(u64, Failure),
 }
 
+/// Which path a batch takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Range,
+    Locked,
+}
+
+/// What one committed batch did.
+struct Batch {
+    affected: u64,
+    /// The changed rows' record ids, when the rule audits per row.
+    ids: Vec<String>,
+    /// Whether rows may remain after this batch.
+    more: bool,
+}
+
+/// Why a batch did not commit (it was rolled back).
+enum BatchError {
+    /// The range statement met a row lock (lock wait or deadlock): redo the
+    /// range on the locked path.
+    Busy,
+    /// The locked path met a deadlock: retry it.
+    Deadlock(sqlx::Error),
+    /// The entity fence was not granted within the fence wait.
+    Fence(sqlx::Error),
+    /// Anything else: the entity fails.
+    Failed(Failure),
+}
+
+fn db(e: sqlx::Error) -> BatchError {
+    BatchError::Failed(Failure::from_sqlx(&e))
+}
+
 impl EntityBatches<'_> {
     /// Runs batches until no candidate is left, the run is cancelled or a batch fails.
     pub(crate) async fn run(&self, conn: &mut PgConnection, delivery: &mut Delivery) -> LoopEnd {
         let mut affected = 0u64;
-        let mut cursor: Option<(DateTime<Utc>, String)> = None;
+        let mut cursor: Option<Cursor> = None;
+        // Batches to run on the locked path before trying a range again.
+        let mut locked_streak = 0u32;
+        let mut lock_waits = 0u32;
+        let mut deadlocks = 0u32;
         loop {
             if cancelled(self.cancellation) {
                 return LoopEnd::Cancelled(affected);
             }
-            match self.batch(conn, &mut cursor).await {
-                Ok(None) => return LoopEnd::Drained(affected),
-                Ok(Some(changed)) => {
-                    affected += changed.len() as u64;
-                    delivery
-                        .deliver(&AuditEvent::EntityProgress {
-                            run_id: self.key.run_id,
-                            entity_id: self.key.entity_id,
-                            strategy: self.plan.rule.strategy,
-                            batch_affected: changed.len() as u64,
-                            total_affected: affected,
-                        })
-                        .await;
-                    if self.plan.rule.audit == AuditDetail::PerRow {
-                        for record_id in changed {
-                            delivery
-                                .deliver(&AuditEvent::RowDetail {
-                                    run_id: self.key.run_id,
-                                    entity_id: self.key.entity_id,
-                                    record_id,
-                                    tenant_id: self.key.tenant_id,
-                                    action: self.plan.rule.strategy,
-                                })
-                                .await;
-                        }
+            let path = if self.sql.range.is_some() && locked_streak == 0 {
+                Path::Range
+            } else {
+                Path::Locked
+            };
+            let outcome = self.batch(conn, &mut cursor, path).await;
+            let batch = match outcome {
+                Ok(batch) => {
+                    deadlocks = 0;
+                    if path == Path::Locked {
+                        locked_streak = locked_streak.saturating_sub(1);
                     }
+                    batch
                 }
-                Err(failure) => return LoopEnd::Failed(affected, failure),
+                Err(BatchError::Busy) => {
+                    // Do this range the careful way, and keep to the careful
+                    // way longer each time rows turn out to be locked.
+                    lock_waits = lock_waits.saturating_add(1);
+                    locked_streak = 1u32
+                        .checked_shl(lock_waits.min(31))
+                        .unwrap_or(u32::MAX)
+                        .min(MAX_LOCKED_STREAK);
+                    tracing::debug!(
+                        entity = %self.values.entity.entity_id,
+                        locked_batches = locked_streak,
+                        "a range met a locked row; taking the locked path"
+                    );
+                    continue;
+                }
+                Err(BatchError::Deadlock(e)) => {
+                    deadlocks += 1;
+                    if deadlocks > DEADLOCK_RETRIES {
+                        return LoopEnd::Failed(affected, Failure::from_sqlx(&e));
+                    }
+                    tracing::debug!(
+                        entity = %self.values.entity.entity_id,
+                        attempt = deadlocks,
+                        "a batch was chosen as a deadlock victim; retrying it"
+                    );
+                    continue;
+                }
+                Err(BatchError::Fence(e)) => {
+                    let failure = Failure::logged(
+                        FailureKind::FenceTimeout,
+                        sqlstate(&e),
+                        &format_args!(
+                            "the entity fence of {} was not granted within {:?}: a transaction \
+                             that created a hold is still open ({e})",
+                            self.values.entity.type_name(),
+                            self.fence_wait
+                        ),
+                    );
+                    return LoopEnd::Failed(affected, failure);
+                }
+                Err(BatchError::Failed(f)) => return LoopEnd::Failed(affected, f),
+            };
+            affected += batch.affected;
+            self.deliver(delivery, &batch, affected).await;
+            if !batch.more {
+                return LoopEnd::Drained(affected);
             }
         }
     }
 
-    /// One committed batch. `None` when there were no candidates; otherwise
-    /// the canonical record ids changed.
+    /// The events of one committed batch.
+    async fn deliver(&self, delivery: &mut Delivery, batch: &Batch, total: u64) {
+        let v = &self.values;
+        if batch.affected > 0 {
+            delivery
+                .deliver(&AuditEvent::EntityProgress {
+                    run_id: v.run,
+                    entity_id: v.entity.entity_id,
+                    strategy: v.strategy,
+                    batch_affected: batch.affected,
+                    total_affected: total,
+                })
+                .await;
+        }
+        for record_id in &batch.ids {
+            delivery
+                .deliver(&AuditEvent::RowDetail {
+                    run_id: v.run,
+                    entity_id: v.entity.entity_id,
+                    record_id: record_id.clone(),
+                    tenant_id: v.ledger_tenant,
+                    action: v.strategy,
+                })
+                .await;
+        }
+    }
+
+    /// One batch, committed, or rolled back with the reason.
     async fn batch(
         &self,
         conn: &mut PgConnection,
-        cursor: &mut Option<(DateTime<Utc>, String)>,
-    ) -> Result<Option<Vec<String>>, Failure> {
-        let db = |e: sqlx::Error| Failure::from_sqlx(&e);
-        let strategy = self.plan.rule.strategy;
-        let mut tx = conn.begin().await.map_err(db)?;
-        sqlx::query(crate::sql::PIN_FOR_BATCH)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-
-        // 1. Candidates, row-locked, skipping rows other transactions hold.
-        let limit = i64::from(self.batch_size);
-        let query = match cursor {
-            None => sqlx::query(AssertSqlSafe(self.sql.candidates_first.clone())),
-            Some(_) => sqlx::query(AssertSqlSafe(self.sql.candidates_after.clone())),
+        cursor: &mut Option<Cursor>,
+        path: Path,
+    ) -> Result<Batch, BatchError> {
+        let wait = match path {
+            Path::Range => LockWait::Bounded(self.lock_wait),
+            Path::Locked => LockWait::Session,
         };
-        let mut query = self.common(query).bind(limit);
-        if let Some((anchor, rid)) = cursor.as_ref() {
-            if !self.sql.erasure {
-                query = query.bind(*anchor);
-            }
-            query = query.bind(rid.clone());
+        if let Err(e) = txn::begin_fenced(conn, self.values.entity.fence, self.fence_wait, wait).await
+        {
+            let _ = txn::rollback(conn).await;
+            return Err(match sqlstate(&e).as_deref() {
+                Some(LOCK_NOT_AVAILABLE) => BatchError::Fence(e),
+                _ => db(e),
+            });
         }
-        let rows = query.fetch_all(&mut *tx).await.map_err(db)?;
+        let result = match path {
+            Path::Range => self.range(conn, cursor.as_ref()).await,
+            Path::Locked => self.locked(conn, cursor.as_ref()).await,
+        };
+        match result {
+            Ok((batch, next)) => {
+                txn::commit(conn).await.map_err(db)?;
+                if let Some(next) = next {
+                    *cursor = Some(next);
+                }
+                Ok(batch)
+            }
+            Err(e) => {
+                if let Err(rollback) = txn::rollback(conn).await {
+                    tracing::warn!(error = %rollback, "rolling back a failed batch failed");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The range path: one statement finds the upper key and mutates the range.
+    async fn range(
+        &self,
+        conn: &mut PgConnection,
+        cursor: Option<&Cursor>,
+    ) -> Result<(Batch, Option<Cursor>), BatchError> {
+        let Some(range) = &self.sql.range else {
+            return Err(BatchError::Failed(Failure::reason(
+                FailureKind::Database,
+                &"no range statement for this entity",
+            )));
+        };
+        let statement = &range[usize::from(cursor.is_some())];
+        let row = match bind(statement, &self.values, cursor, None)
+            .fetch_one(&mut *conn)
+            .await
+        {
+            Ok(row) => row,
+            Err(e) => {
+                return Err(match sqlstate(&e).as_deref() {
+                    Some(LOCK_NOT_AVAILABLE | DEADLOCK_DETECTED) => BatchError::Busy,
+                    _ => db(e),
+                });
+            }
+        };
+        let hi_anchor: Option<PgTime> = row.try_get("hi_anchor").map_err(db)?;
+        let hi_key: Option<String> = row.try_get("hi_key").map_err(db)?;
+        let batch = Batch {
+            affected: count(row.try_get("affected").map_err(db)?),
+            ids: self.ids(&row)?,
+            more: hi_key.is_some(),
+        };
+        let next = match (hi_anchor, hi_key) {
+            (Some(anchor), Some(key)) => Some(Cursor { anchor, key }),
+            _ => None,
+        };
+        Ok((batch, next))
+    }
+
+    /// The locked path: lock the batch's rows with their values, compute
+    /// what the mutation needs, mutate them by `(tableoid, ctid)`.
+    async fn locked(
+        &self,
+        conn: &mut PgConnection,
+        cursor: Option<&Cursor>,
+    ) -> Result<(Batch, Option<Cursor>), BatchError> {
+        let statement = &self.sql.candidates[usize::from(cursor.is_some())];
+        let rows = match bind(statement, &self.values, cursor, None)
+            .fetch_all(&mut *conn)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) if sqlstate(&e).as_deref() == Some(DEADLOCK_DETECTED) => {
+                return Err(BatchError::Deadlock(e));
+            }
+            Err(e) => return Err(db(e)),
+        };
         let Some(last) = rows.last() else {
-            tx.commit().await.map_err(db)?;
-            return Ok(None);
+            return Ok((
+                Batch {
+                    affected: 0,
+                    ids: Vec::new(),
+                    more: false,
+                },
+                None,
+            ));
         };
-        // Erasure candidates may have a NULL anchor; their keyset is the record id alone.
-        let last_anchor: Option<DateTime<Utc>> = last.try_get("anchor").map_err(db)?;
-        *cursor = Some((
-            last_anchor.unwrap_or(DateTime::<Utc>::MIN_UTC),
-            last.try_get("record_id").map_err(db)?,
-        ));
-        let mut tids = Vec::with_capacity(rows.len());
-        let mut records = Vec::with_capacity(rows.len());
+        let next = Cursor {
+            // Erasure candidates may have a NULL anchor; their keyset is the
+            // record id alone.
+            anchor: last
+                .try_get::<Option<PgTime>, _>("anchor")
+                .map_err(db)?
+                .unwrap_or(PgTime::NEG_INFINITY),
+            key: last.try_get("record_id").map_err(db)?,
+        };
+        let mut located = Located {
+            oids: Vec::with_capacity(rows.len()),
+            tids: Vec::with_capacity(rows.len()),
+            customs: vec![Vec::with_capacity(rows.len()); self.sql.customs],
+        };
         for r in &rows {
-            tids.push(r.try_get::<String, _>("tid").map_err(db)?);
-            records.push(r.try_get::<String, _>("record_id").map_err(db)?);
+            located.oids.push(r.try_get("o").map_err(db)?);
+            located.tids.push(r.try_get("c").map_err(db)?);
         }
-
-        // 2. The rows' advisory locks, in key order; a row whose lock another
-        //    transaction holds (a hold being created, a host deletion) is left.
-        //    (Sweeps may skip them: see `Options::advisory_row_locks`.)
-        let busy: Vec<String> = if self.advisory_locks {
-            self.common_scalar(sqlx::query_scalar(AssertSqlSafe(
-                self.sql.lock_rows.clone(),
-            )))
-            .bind(&records)
-            .fetch_one(&mut *tx)
+        self.anonymise(&rows, &mut located)?;
+        let row = match bind(&self.sql.mutate, &self.values, None, Some(&located))
+            .fetch_one(&mut *conn)
             .await
-            .map_err(db)?
-        } else {
-            Vec::new()
+        {
+            Ok(row) => row,
+            Err(e) if sqlstate(&e).as_deref() == Some(DEADLOCK_DETECTED) => {
+                return Err(BatchError::Deadlock(e));
+            }
+            Err(e) => return Err(db(e)),
         };
-        let busy: std::collections::HashSet<&str> = busy.iter().map(String::as_str).collect();
-        let keep: Vec<bool> = records.iter().map(|r| !busy.contains(r.as_str())).collect();
+        let batch = Batch {
+            affected: count(row.try_get("affected").map_err(db)?),
+            ids: self.ids(&row)?,
+            more: rows.len() >= self.values.batch_size as usize,
+        };
+        Ok((batch, Some(next)))
+    }
 
-        // 3. The mutation: a new statement, so a new snapshot that sees every
-        //    hold committed before our locks; eligibility and holds re-checked.
-        let mut mutate = self
-            .common_scalar(sqlx::query_scalar::<_, String>(AssertSqlSafe(
-                self.sql.mutate.clone(),
-            )))
-            .bind(pick(&tids, &keep));
-        if strategy == Strategy::Anonymise {
-            for a in &self.entity.anonymise {
-                if let AnonymiseMethod::Literal(text) = a.method {
-                    mutate = mutate.bind(text);
-                }
-            }
-            let mut custom_index = 0;
-            for a in &self.entity.anonymise {
-                if let AnonymiseMethod::Custom(custom) = a.method {
-                    let column = format!("c{custom_index}");
-                    custom_index += 1;
-                    let mut values = Vec::with_capacity(rows.len());
-                    for (r, k) in rows.iter().zip(&keep) {
-                        if !*k {
-                            continue;
-                        }
-                        let original: Option<String> = r.try_get(column.as_str()).map_err(db)?;
-                        let replaced = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            (custom.anonymise)(original.as_deref())
-                        }))
-                        .map_err(|_| {
-                            Failure::reason(
-                                FailureKind::AnonymiserPanic,
-                                &format_args!("anonymiser {} panicked", custom.name),
-                            )
-                        })?;
-                        values.push(replaced);
-                    }
-                    mutate = mutate.bind(values);
-                }
+    /// The custom anonymisers' replacement values, column by column.
+    fn anonymise(&self, rows: &[PgRow], located: &mut Located) -> Result<(), BatchError> {
+        let customs = self.values.entity.anonymise.iter().filter_map(|a| match a.method {
+            AnonymiseMethod::Custom(c) if self.values.strategy == Strategy::Anonymise => Some(c),
+            _ => None,
+        });
+        for (i, custom) in customs.enumerate() {
+            let column = format!("v{i}");
+            let Some(values) = located.customs.get_mut(i) else {
+                continue;
+            };
+            for r in rows {
+                let original: Option<String> = r.try_get(column.as_str()).map_err(db)?;
+                let replaced = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    (custom.anonymise)(original.as_deref())
+                }))
+                .map_err(|_| {
+                    BatchError::Failed(Failure::reason(
+                        FailureKind::AnonymiserPanic,
+                        &format_args!("anonymiser {} panicked", custom.name),
+                    ))
+                })?;
+                values.push(replaced);
             }
         }
-        let changed: Vec<String> = mutate.fetch_all(&mut *tx).await.map_err(db)?;
-
-        // 4. Progress and row detail, in the same transaction as the mutation.
-        self.ledger
-            .add_progress(&mut tx, &self.key, changed.len() as u64)
-            .await
-            .map_err(db)?;
-        if self.plan.rule.audit == AuditDetail::PerRow && !changed.is_empty() {
-            self.ledger
-                .add_details(&mut tx, &self.key, strategy, &changed)
-                .await
-                .map_err(db)?;
-        }
-        tx.commit().await.map_err(db)?;
-        Ok(Some(changed))
+        Ok(())
     }
 
-    /// Binds `$1` tenant, `$2` cutoff, `$3` entity and, for an erasure, `$4` subject.
-    fn common<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
-        let q = q
-            .bind(self.tenant)
-            .bind(self.cutoff)
-            .bind(self.entity.entity_id);
-        match self.subject {
-            Some(s) => q.bind(s.to_owned()),
-            None => q,
+    /// The changed rows' record ids (per-row audit only).
+    fn ids(&self, row: &PgRow) -> Result<Vec<String>, BatchError> {
+        if !self.sql.per_row {
+            return Ok(Vec::new());
         }
+        let ids: Option<Vec<String>> = row.try_get("ids").map_err(db)?;
+        Ok(ids.unwrap_or_default())
     }
-
-    fn common_scalar<'q, O>(&self, q: PgQueryScalar<'q, O>) -> PgQueryScalar<'q, O> {
-        let q = q
-            .bind(self.tenant)
-            .bind(self.cutoff)
-            .bind(self.entity.entity_id);
-        match self.subject {
-            Some(s) => q.bind(s.to_owned()),
-            None => q,
-        }
-    }
-}
-
-fn pick(items: &[String], keep: &[bool]) -> Vec<String> {
-    items
-        .iter()
-        .zip(keep)
-        .filter(|(_, k)| **k)
-        .map(|(i, _)| i.clone())
-        .collect()
 }

@@ -3,13 +3,12 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
+use chrono::DateTime;
 use sqlx::{Acquire, PgConnection};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::RunResult;
-use super::batch::pin;
 use super::execute::{Erasure, RunSpec, in_scope};
 use super::plan::plan;
 use crate::cohort::Cohort;
@@ -132,7 +131,8 @@ impl Cohort {
         request: ErasureRequest,
         now: DateTime<Tz>,
     ) -> Result<RunResult, Error> {
-        let now = now.with_timezone(&Utc);
+        let now = crate::sql::timestamp::to_pg_precision(&now)
+            .ok_or(Error::TimeOutOfRange { what: "now" })?;
         let subject = request.subject.as_str();
         if subject.is_empty() || subject.len() > MAX_SUBJECT_BYTES || subject.contains('\0') {
             return Err(Error::InvalidSubject {
@@ -157,7 +157,7 @@ impl Cohort {
             let columns: Vec<&Column> = e
                 .subjects
                 .iter()
-                .filter(|c| usable_types.get(&c.sql_type).copied().unwrap_or(false))
+                .filter(|c| usable_types.get(&c.cmp_type).copied().unwrap_or(false))
                 .collect();
             if columns.is_empty() {
                 continue;
@@ -189,7 +189,7 @@ impl Cohort {
             erasure: Some(Erasure { subject, entities }),
         };
         let result = self.execute(&mut conn, scope, now, spec).await;
-        let _ = sqlx::Connection::close(conn).await;
+        super::sweep::close(conn).await;
         result
     }
 }
@@ -203,16 +203,21 @@ async fn usable_types(
 ) -> Result<HashMap<String, bool>, Error> {
     let mut usable = HashMap::new();
     let mut tx = conn.begin().await?;
-    pin(&mut tx).await?;
+    sqlx::query(crate::sql::PIN_SEARCH_PATH)
+        .execute(&mut *tx)
+        .await?;
     for e in entities {
         for c in &e.subjects {
-            if usable.contains_key(&c.sql_type) {
+            if usable.contains_key(&c.cmp_type) {
                 continue;
             }
             let mut savepoint = tx.begin().await?;
+            // The comparison type, with no modifier: a subject a varchar(5)
+            // cannot hold is still readable as text, and then simply equals
+            // no value of the column.
             let ok = sqlx::query(AssertSqlSafe(format!(
                 "SELECT CAST($1::pg_catalog.text AS {})",
-                c.sql_type
+                c.cmp_type
             )))
             .bind(subject)
             .execute(&mut *savepoint)
@@ -223,7 +228,7 @@ async fn usable_types(
             } else {
                 savepoint.rollback().await?;
             }
-            usable.insert(c.sql_type.clone(), ok);
+            usable.insert(c.cmp_type.clone(), ok);
         }
     }
     tx.commit().await?;

@@ -1,14 +1,19 @@
 //! One run, sweep or erasure: run lock, `Started` row, each entity in turn,
 //! terminal status. The batch loop itself is in `batch.rs`.
+//!
+//! Only the run's own bookkeeping (its lock, its `Started` row, its terminal
+//! status) can fail a run as a whole; everything about one entity (its rule,
+//! its batches, its summary) is that entity's failure, and the run goes on.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::batch::{EntityBatches, LoopEnd, measure};
+use super::batch::{EntityBatches, LoopEnd, Values, measure};
 use super::plan::{EntityPlan, plan};
-use super::{EntityFailure, RunResult, cancelled};
+use super::statements::{EntitySql, Purpose};
+use super::{EntityFailure, ExemptType, RunResult, cancelled};
 use crate::cohort::Cohort;
 use crate::error::Error;
 use crate::ledger::{
@@ -16,9 +21,8 @@ use crate::ledger::{
     SummaryKey, Trigger,
 };
 use crate::model::resolved::{Column, ResolvedEntity};
-use crate::policy::{Scope, Strategy};
-use crate::sql::AssertSqlSafe;
-use crate::sql::entity::{EntitySql, Purpose};
+use crate::policy::{AuditDetail, Scope, Strategy};
+use crate::sql::{AssertSqlSafe, PgTime};
 
 fn run_key_sql(f: &str) -> String {
     format!(
@@ -95,7 +99,24 @@ struct EntityOutcome {
 }
 
 impl Cohort {
-    /// Runs `spec` over the entities of `scope`; readiness has been checked on `conn`.
+    /// The exempt types registered, for reports.
+    pub(crate) fn exempt_types(&self) -> Vec<ExemptType> {
+        self.inner
+            .model
+            .exempt
+            .iter()
+            .map(|d| ExemptType {
+                entity_type: d.type_name,
+                reason: match d.membership {
+                    crate::model::Membership::Exempt { reason } => reason,
+                    crate::model::Membership::Retained { .. } => "",
+                },
+            })
+            .collect()
+    }
+
+    /// Runs `spec` over the entities of `scope`; readiness has been checked on
+    /// `conn`, and `now` is at PostgreSQL's precision.
     pub(crate) async fn execute(
         &self,
         conn: &mut PgConnection,
@@ -122,7 +143,9 @@ impl Cohort {
             )
             .await
         {
-            let _ = unlock_run(conn, run_id).await;
+            if let Err(unlock) = unlock_run(conn, run_id).await {
+                tracing::warn!(%run_id, error = %unlock, "releasing the lock of a run that never started failed");
+            }
             return Err(e.into());
         }
         delivery
@@ -180,23 +203,11 @@ impl Cohort {
                     run_id,
                 )
                 .await;
-            let outcome = match outcome {
-                Ok(outcome) => outcome,
-                Err(err) => {
-                    // The run's own connection failed: settle what we can, then report.
-                    let failure = Failure::from_sqlx(&err);
-                    let _ = ledger
-                        .settle_run(conn, run_id, RunStatus::Failed, Some(&failure.to_string()))
-                        .await;
-                    let _ = unlock_run(conn, run_id).await;
-                    return Err(Error::Database(err));
-                }
-            };
-            if let Some(f) = outcome.failure {
+            if let Some(f) = &outcome.failure {
                 failures.push(EntityFailure {
                     entity_id: e.entity_id,
                     entity_type: e.type_name(),
-                    failure: f,
+                    failure: f.clone(),
                 });
             }
             delivery
@@ -225,13 +236,17 @@ impl Cohort {
         let settled = ledger
             .settle_run(conn, run_id, status, error.as_deref())
             .await;
-        unlock_run(conn, run_id).await?;
-        settled?;
+        let unlocked = unlock_run(conn, run_id).await;
+        if let Err(source) = settled.and(unlocked) {
+            // The run's connection is gone (or the ledger refuses it): the run
+            // stays `Started` until `settle_abandoned_runs` takes it.
+            return Err(Error::RunInterrupted { run_id, source });
+        }
         delivery
             .deliver(&AuditEvent::Settled {
                 run_id,
                 status,
-                error,
+                error: error.clone(),
             })
             .await;
         Ok(RunResult {
@@ -242,6 +257,7 @@ impl Cohort {
             now,
             summaries,
             entity_failures: failures,
+            exempt: self.exempt_types(),
         })
     }
 
@@ -257,7 +273,7 @@ impl Cohort {
         scope: &Scope,
         spec: &RunSpec<'_>,
         run_id: Uuid,
-    ) -> Result<EntityOutcome, sqlx::Error> {
+    ) -> EntityOutcome {
         let inner = &self.inner;
         let tenant = scope.tenant().map(|t| t.id);
         let subject = spec.erasure.as_ref().map(|er| er.subject);
@@ -280,89 +296,96 @@ impl Cohort {
         let plan = match planned {
             Ok(plan) => plan,
             Err(failure) => {
-                return finish(ledger, conn, run_id, summary, Some(failure), false).await;
+                return finish(ledger, conn, run_id, summary, None, Some(failure), false).await;
             }
         };
         summary.strategy = Some(plan.rule.strategy);
         summary.rule_source = plan.rule.source.clone();
         summary.rule_reason = plan.rule.reason.clone();
-        let purpose = match &spec.erasure {
+        let (purpose, cutoff) = match &spec.erasure {
             None => {
-                summary.applied_period = Some(plan.applied.to_string());
-                Purpose::Sweep
+                summary.applied_period = Some(plan.applied);
+                (Purpose::Sweep, Some(plan.cutoff))
             }
             Some(_) => {
                 // The ordinary period never delays an erasure; only a positive
                 // legal minimum does.
                 let legal_minimum = plan.rule.legal_minimum.filter(|m| !m.is_zero());
-                summary.applied_period = legal_minimum.map(|m| m.to_string());
-                Purpose::Erasure {
-                    subjects: subjects.to_vec(),
-                    legal_minimum: legal_minimum.is_some(),
-                }
+                summary.applied_period = legal_minimum;
+                (
+                    Purpose::Erasure {
+                        subjects: subjects.to_vec(),
+                        legal_minimum: legal_minimum.is_some(),
+                    },
+                    legal_minimum.map(|m| m.cutoff(plan.now)),
+                )
             }
         };
         if plan.rule.strategy == Strategy::Exempt {
-            return finish(ledger, conn, run_id, summary, None, false).await;
+            return finish(ledger, conn, run_id, summary, None, None, false).await;
         }
-        let cutoff = match (&purpose, plan.rule.legal_minimum) {
-            (Purpose::Sweep, _) => Some(plan.cutoff),
-            (
-                Purpose::Erasure {
-                    legal_minimum: true,
-                    ..
-                },
-                Some(min),
-            ) => Some(min.cutoff(plan.now)),
-            _ => None,
+        // A cutoff before PostgreSQL's earliest timestamp means nothing is
+        // old enough: it is bound as -infinity and reported as none.
+        let pg_cutoff = cutoff.map(|c| PgTime::cutoff(&c));
+        summary.cutoff = pg_cutoff.and_then(PgTime::to_utc);
+        let key = SummaryKey {
+            run_id,
+            entity_id: e.entity_id,
+            entity_type: e.type_name(),
+            category: e.category,
+            tenant_id: scope.ledger_tenant(),
+            strategy: Some(plan.rule.strategy),
         };
-        summary.cutoff = cutoff;
-        let bound_cutoff = cutoff.unwrap_or(plan.now);
-        let sql = EntitySql::build(e, plan.rule.strategy, &inner.schema, &purpose);
+        let summary_id = match ledger.start_entity(conn, &key, &summary, pg_cutoff).await {
+            Ok(id) => id,
+            Err(err) => {
+                let failure = Failure::from_sqlx(&err);
+                return finish(ledger, conn, run_id, summary, pg_cutoff, Some(failure), false)
+                    .await;
+            }
+        };
+        let per_row = plan.rule.audit == AuditDetail::PerRow;
+        let sql = EntitySql::build(
+            e,
+            plan.rule.strategy,
+            &inner.schema,
+            ledger,
+            &purpose,
+            per_row,
+        );
+        let values = Values {
+            entity: e,
+            tenant,
+            cutoff: pg_cutoff.unwrap_or(PgTime::NEG_INFINITY),
+            subject,
+            batch_size: inner.options.batch_size,
+            summary: summary_id,
+            run: run_id,
+            ledger_tenant: scope.ledger_tenant(),
+            strategy: plan.rule.strategy,
+        };
 
         if spec.dry_run {
-            return match measure(conn, &sql, tenant, bound_cutoff, e.entity_id, subject).await {
+            let failure = match measure(conn, &sql, &values).await {
                 Ok(c) => {
                     summary.affected = c.eligible;
                     summary.held = c.held;
                     summary.null_anchor = c.null_anchor;
-                    finish(ledger, conn, run_id, summary, None, false).await
+                    None
                 }
-                Err(err) => {
-                    finish(
-                        ledger,
-                        conn,
-                        run_id,
-                        summary,
-                        Some(Failure::from_sqlx(&err)),
-                        false,
-                    )
-                    .await
-                }
+                Err(err) => Some(Failure::from_sqlx(&err)),
             };
+            return finish(ledger, conn, run_id, summary, pg_cutoff, failure, false).await;
         }
 
         let batches = EntityBatches {
-            entity: e,
-            plan: &plan,
-            cutoff: bound_cutoff,
             sql: &sql,
-            ledger,
-            key: SummaryKey {
-                run_id,
-                entity_id: e.entity_id,
-                entity_type: e.type_name(),
-                category: e.category,
-                tenant_id: scope.ledger_tenant(),
-                strategy: Some(plan.rule.strategy),
-            },
-            tenant,
-            subject,
-            batch_size: inner.options.batch_size,
-            advisory_locks: inner.options.advisory_row_locks || spec.erasure.is_some(),
+            values: values.clone(),
+            fence_wait: inner.options.fence_wait,
+            lock_wait: inner.options.lock_wait,
             cancellation: &spec.cancellation,
         };
-        let (affected, failure, was_cancelled) = match batches.run(conn, delivery).await {
+        let (affected, mut failure, was_cancelled) = match batches.run(conn, delivery).await {
             LoopEnd::Drained(n) => (n, None, false),
             LoopEnd::Cancelled(n) => (n, None, true),
             LoopEnd::Failed(n, f) => (n, Some(f), false),
@@ -370,43 +393,30 @@ impl Cohort {
         summary.affected = affected;
         if failure.is_none() {
             // Held, left-behind and NULL-anchor rows, measured directly.
-            match measure(conn, &sql, tenant, bound_cutoff, e.entity_id, subject).await {
+            match measure(conn, &sql, &values).await {
                 Ok(c) => {
                     summary.held = c.held;
                     summary.skipped = c.eligible;
                     summary.null_anchor = c.null_anchor;
                 }
-                Err(err) => {
-                    return finish(
-                        ledger,
-                        conn,
-                        run_id,
-                        summary,
-                        Some(Failure::from_sqlx(&err)),
-                        false,
-                    )
-                    .await;
-                }
+                Err(err) => failure = Some(Failure::from_sqlx(&err)),
             }
         }
-        finish(ledger, conn, run_id, summary, failure, was_cancelled).await
+        finish(ledger, conn, run_id, summary, pg_cutoff, failure, was_cancelled).await
     }
 }
 
+/// Writes the entity's final summary. A failure to write it is that entity's
+/// failure (logged with its diagnostic id), never the run's.
 async fn finish(
     ledger: &Ledger,
     conn: &mut PgConnection,
     run_id: Uuid,
     mut summary: EntitySummary,
-    failure: Option<Failure>,
+    cutoff: Option<PgTime>,
+    mut failure: Option<Failure>,
     cancelled: bool,
-) -> Result<EntityOutcome, sqlx::Error> {
-    summary.error = failure.as_ref().map(|f| f.to_string());
-    let status = match (&failure, cancelled) {
-        (Some(_), _) => "Failed",
-        (None, true) => "Cancelled",
-        (None, false) => "Succeeded",
-    };
+) -> EntityOutcome {
     let key = SummaryKey {
         run_id,
         entity_id: summary.entity_id,
@@ -415,12 +425,41 @@ async fn finish(
         tenant_id: summary.tenant_id,
         strategy: summary.strategy,
     };
-    ledger.finish_entity(conn, &key, &summary, status).await?;
-    Ok(EntityOutcome {
+    for attempt in 0..2 {
+        summary.error = failure.as_ref().map(|f| f.to_string());
+        let status = match (&failure, cancelled) {
+            (Some(_), _) => "Failed",
+            (None, true) => "Cancelled",
+            (None, false) => "Succeeded",
+        };
+        match ledger
+            .finish_entity(conn, &key, &summary, cutoff, status)
+            .await
+        {
+            Ok(()) => break,
+            Err(err) => {
+                let f = Failure::from_sqlx(&err);
+                tracing::warn!(
+                    %run_id,
+                    entity_id = %summary.entity_id,
+                    diagnostic_id = %f.diagnostic_id,
+                    "writing an entity's summary failed"
+                );
+                // Record the bookkeeping failure as the entity's own, once.
+                if attempt == 0 && failure.is_none() {
+                    failure = Some(f);
+                } else {
+                    break;
+                }
+            }
+        }
+    }
+    summary.error = failure.as_ref().map(|f| f.to_string());
+    EntityOutcome {
         summary,
         failure,
         cancelled,
-    })
+    }
 }
 
 /// The run's stored error: the sanitized envelopes of its failed entities.
@@ -433,7 +472,7 @@ fn run_error(failures: &[EntityFailure]) -> Option<String> {
         .map(|f| {
             serde_json::json!({
                 "entity_id": f.entity_id.to_string(),
-                "failure": serde_json::from_str::<serde_json::Value>(&f.failure.to_string()).unwrap_or_default(),
+                "failure": f.failure.envelope(),
             })
         })
         .collect();
@@ -443,7 +482,9 @@ fn run_error(failures: &[EntityFailure]) -> Option<String> {
 impl Cohort {
     /// Marks runs still `Started` after `Options::settle_timeout` as `Failed`,
     /// when their owner is gone (their run lock can be taken); a live run is
-    /// never touched. Returns how many were settled.
+    /// never touched. Their summaries still `Running` are settled `Failed`
+    /// too, keeping the counts their committed batches left. Returns how many
+    /// runs were settled.
     pub async fn settle_abandoned_runs(&self) -> Result<u64, Error> {
         let inner = &self.inner;
         let mut conn = inner.pool.acquire().await?;
@@ -469,14 +510,16 @@ impl Cohort {
                 FailureKind::Abandoned,
                 &format_args!("run {run_id} abandoned by its owner"),
             );
-            let result = ledger
-                .settle_run(
-                    &mut conn,
-                    run_id,
-                    RunStatus::Failed,
-                    Some(&failure.to_string()),
-                )
-                .await;
+            let error = failure.to_string();
+            let result = async {
+                ledger
+                    .fail_running_summaries(&mut conn, run_id, &error)
+                    .await?;
+                ledger
+                    .settle_run(&mut conn, run_id, RunStatus::Failed, Some(&error))
+                    .await
+            }
+            .await;
             unlock_run(&mut conn, run_id).await?;
             result?;
             settled += 1;

@@ -5,6 +5,7 @@ mod erasure;
 mod execute;
 mod plan;
 mod preview;
+mod statements;
 mod sweep;
 
 use chrono::{DateTime, Utc};
@@ -42,6 +43,7 @@ impl SweepOptions {
 
 /// One entity that failed during a run; the others went on.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EntityFailure {
     /// The retained-entity id.
     pub entity_id: Uuid,
@@ -51,8 +53,20 @@ pub struct EntityFailure {
     pub failure: Failure,
 }
 
+/// A type registered as explicitly exempt (`#[cohort(exempt = "...")]`):
+/// reported so that what is deliberately kept shows up next to what is swept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExemptType {
+    /// The Rust type.
+    pub entity_type: &'static str,
+    /// Why it is exempt.
+    pub reason: &'static str,
+}
+
 /// What a sweep or an erasure did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunResult {
     /// The run's id in `sweep_run`.
     pub run_id: Uuid,
@@ -62,12 +76,15 @@ pub struct RunResult {
     pub status: RunStatus,
     /// Whether it was a dry run.
     pub dry_run: bool,
-    /// The logical time, in UTC.
+    /// The logical time, in UTC, at PostgreSQL's precision (microseconds):
+    /// the value every cutoff was computed from and the ledger stores.
     pub now: DateTime<Utc>,
     /// One summary per entity processed, in processing order.
     pub summaries: Vec<EntitySummary>,
     /// The entities that failed.
     pub entity_failures: Vec<EntityFailure>,
+    /// The registered types that are explicitly exempt (never swept).
+    pub exempt: Vec<ExemptType>,
 }
 
 /// What a sweep did.

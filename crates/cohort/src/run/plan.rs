@@ -33,7 +33,11 @@ pub(crate) async fn plan(
         tenant,
         now,
     };
-    let resolved = AssertUnwindSafe(provider.resolve(ctx)).catch_unwind().await;
+    // A provider may panic while building its future as well as inside it.
+    let resolved = match std::panic::catch_unwind(AssertUnwindSafe(|| provider.resolve(ctx))) {
+        Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+        Err(panic) => Err(panic),
+    };
     let rule = match resolved {
         Err(_) => {
             return Err(Failure::reason(

@@ -3,17 +3,20 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::batch::measure;
+use super::ExemptType;
+use super::batch::{Values, measure};
 use super::execute::in_scope;
 use super::plan::plan;
+use super::statements::{EntitySql, Purpose};
 use crate::cohort::Cohort;
 use crate::error::Error;
-use crate::ledger::Failure;
-use crate::policy::{Scope, Strategy};
-use crate::sql::entity::{EntitySql, Purpose};
+use crate::ledger::{Failure, Ledger};
+use crate::policy::{AuditDetail, Scope, Strategy};
+use crate::sql::PgTime;
 
 /// What a sweep of one entity would do.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PreviewEntry {
     /// The retained-entity id.
     pub entity_id: Uuid,
@@ -23,7 +26,9 @@ pub struct PreviewEntry {
     pub category: &'static str,
     /// The strategy the rule resolves to (`None` when it could not be resolved).
     pub strategy: Option<Strategy>,
-    /// The cutoff (`None` for `Exempt` and failures).
+    /// The cutoff (`None` for `Exempt`, failures, and a period so long that
+    /// the cutoff falls before PostgreSQL's earliest timestamp: then nothing
+    /// is old enough).
     pub cutoff: Option<DateTime<Utc>>,
     /// Rows a sweep would change.
     pub eligible: u64,
@@ -37,11 +42,14 @@ pub struct PreviewEntry {
 
 /// A count-only preview of a sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Preview {
-    /// The logical time, in UTC.
+    /// The logical time, in UTC, at PostgreSQL's precision.
     pub now: DateTime<Utc>,
     /// One entry per retained type of the scope.
     pub entries: Vec<PreviewEntry>,
+    /// The registered types that are explicitly exempt (never swept).
+    pub exempt: Vec<ExemptType>,
 }
 
 impl Cohort {
@@ -53,8 +61,10 @@ impl Cohort {
         scope: &Scope,
         now: DateTime<Tz>,
     ) -> Result<Preview, Error> {
-        let now = now.with_timezone(&Utc);
+        let now = crate::sql::timestamp::to_pg_precision(&now)
+            .ok_or(Error::TimeOutOfRange { what: "now" })?;
         let inner = &self.inner;
+        let ledger = Ledger::new(&inner.schema);
         let mut conn = inner.pool.acquire().await?;
         self.ensure_ready(&mut conn).await?;
         let tenant = scope.tenant().map(|t| t.id);
@@ -76,11 +86,28 @@ impl Cohort {
                 Ok(plan) => {
                     entry.strategy = Some(plan.rule.strategy);
                     if plan.rule.strategy != Strategy::Exempt {
-                        entry.cutoff = Some(plan.cutoff);
-                        let sql =
-                            EntitySql::build(e, plan.rule.strategy, &inner.schema, &Purpose::Sweep);
-                        match measure(&mut conn, &sql, tenant, plan.cutoff, e.entity_id, None).await
-                        {
+                        let cutoff = PgTime::cutoff(&plan.cutoff);
+                        entry.cutoff = cutoff.to_utc();
+                        let sql = EntitySql::build(
+                            e,
+                            plan.rule.strategy,
+                            &inner.schema,
+                            &ledger,
+                            &Purpose::Sweep,
+                            plan.rule.audit == AuditDetail::PerRow,
+                        );
+                        let values = Values {
+                            entity: e,
+                            tenant,
+                            cutoff,
+                            subject: None,
+                            batch_size: inner.options.batch_size,
+                            summary: 0,
+                            run: Uuid::nil(),
+                            ledger_tenant: scope.ledger_tenant(),
+                            strategy: plan.rule.strategy,
+                        };
+                        match measure(&mut conn, &sql, &values).await {
                             Ok(c) => {
                                 entry.eligible = c.eligible;
                                 entry.held = c.held;
@@ -93,6 +120,10 @@ impl Cohort {
             }
             entries.push(entry);
         }
-        Ok(Preview { now, entries })
+        Ok(Preview {
+            now,
+            entries,
+            exempt: self.exempt_types(),
+        })
     }
 }

@@ -11,8 +11,10 @@ use crate::policy::Scope;
 
 impl Cohort {
     /// Sweeps the rows of `scope` that are old enough at `now` (any UTC offset;
-    /// normalised to UTC), applying each category's rule, and returns what it
-    /// did. The run is audited as `Manual`.
+    /// normalised to UTC at microsecond precision, as PostgreSQL keeps it),
+    /// applying each category's rule, and returns what it did. The run is
+    /// audited as `Manual`. A `now` outside PostgreSQL's range is refused
+    /// ([`Error::TimeOutOfRange`]) before anything is written.
     ///
     /// Runs on connections of its own (never the caller's transaction), in
     /// batches that each commit; one entity's failure is recorded and the
@@ -32,8 +34,9 @@ impl Cohort {
         now: DateTime<Tz>,
         options: SweepOptions,
     ) -> Result<RunResult, Error> {
-        self.run_sweep(scope, now.with_timezone(&Utc), options, Trigger::Manual)
-            .await
+        let now = crate::sql::timestamp::to_pg_precision(&now)
+            .ok_or(Error::TimeOutOfRange { what: "now" })?;
+        self.run_sweep(scope, now, options, Trigger::Manual).await
     }
 
     pub(crate) async fn run_sweep(
@@ -56,7 +59,14 @@ impl Cohort {
             erasure: None,
         };
         let result = self.execute(&mut conn, scope, now, spec).await;
-        let _ = sqlx::Connection::close(conn).await;
+        close(conn).await;
         result
+    }
+}
+
+/// Closes a run's own connection; a failure only means it is already gone.
+pub(crate) async fn close(conn: sqlx::PgConnection) {
+    if let Err(e) = sqlx::Connection::close(conn).await {
+        tracing::debug!(error = %e, "closing a run's connection failed; it is gone already");
     }
 }

@@ -1,10 +1,21 @@
-//! Everything that writes SQL text. Names go through [`ident`]; values are
-//! always bind parameters; catalog relations and built-in functions are
-//! written `pg_catalog.`-qualified.
+//! The bottom layer of SQL: quoted identifiers, statements with their bind
+//! parameters, the predicates several builders share, `timestamptz` values as
+//! PostgreSQL keeps them, and Cohort's own transactions. Nothing here knows
+//! the domain (no model, policy or schema types): statement builders live with
+//! their domain (`run`, `holds`, `ledger`, `schema`) and use these pieces.
+//!
+//! Names go through [`ident`]; values are always bind parameters; catalog
+//! relations and built-in functions are written `pg_catalog.`-qualified.
 
 pub(crate) mod ident;
+pub(crate) mod predicates;
+pub(crate) mod statement;
+pub(crate) mod timestamp;
+pub(crate) mod txn;
 
 pub(crate) use ident::{Ident, QualifiedName};
+pub(crate) use statement::{Params, Statement};
+pub(crate) use timestamp::PgTime;
 
 use sqlx::PgConnection;
 
@@ -16,14 +27,6 @@ use sqlx::PgConnection;
 /// Cohort writes is qualified as well; this is the second wall.
 pub(crate) const PIN_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_path', \
      'pg_catalog, ' OPERATOR(pg_catalog.||) pg_catalog.current_setting('search_path'), true)";
-
-/// [`PIN_SEARCH_PATH`] for a sweep or erasure batch, which also stops waiting
-/// for the WAL flush at commit: a batch's mutation and its ledger entries
-/// commit together, so a crash can lose a just-committed batch only whole
-/// (rows and ledger alike), and the next run redoes it.
-pub(crate) const PIN_FOR_BATCH: &str = "SELECT pg_catalog.set_config('search_path', \
-     'pg_catalog, ' OPERATOR(pg_catalog.||) pg_catalog.current_setting('search_path'), true), \
-     pg_catalog.set_config('synchronous_commit', 'off', true)";
 
 /// Sets `search_path` to `pg_catalog` alone for the rest of the transaction:
 /// used while reading the catalog at start-up, so that `format_type` prints
@@ -55,8 +58,6 @@ pub(crate) async fn restore_search_path(
         .await
         .map(|_| ())
 }
-
-pub(crate) mod entity;
 
 /// The one door through which SQL text built at run time reaches sqlx. Only
 /// this module's builders (quoted identifiers, catalog type names, fixed

@@ -84,6 +84,9 @@ impl<'t> Checker<'_, 't> {
                     name,
                     sql_type: c.sql_type.clone(),
                     nullable: self.types.nullable(c),
+                    // Filled in from the catalog once the model is valid.
+                    cmp_type: c.sql_type.clone(),
+                    eq: "=".to_owned(),
                 },
             )
         })

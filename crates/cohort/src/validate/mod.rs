@@ -53,10 +53,6 @@ use roles::Roles;
 pub(crate) struct Model {
     pub(crate) entities: Vec<ResolvedEntity>,
     /// Explicitly exempt types, for reports.
-    #[allow(
-        dead_code,
-        reason = "read by reports the engine adds; nothing reads it yet"
-    )]
     pub(crate) exempt: Vec<&'static EntityDescriptor>,
 }
 
@@ -243,6 +239,7 @@ pub(crate) async fn validate(
                     anonymised_at: cols.anonymised_at,
                     anonymise: cols.anonymise,
                     subjects: cols.subjects,
+                    fence: 0,
                 },
             ));
         }
@@ -250,6 +247,12 @@ pub(crate) async fn validate(
 
     if !problems.is_empty() {
         return Err(Error::Validation(problems.into_report()));
+    }
+    resolve_comparisons(conn, &mut entities).await?;
+    let ids: Vec<uuid::Uuid> = entities.iter().map(|(_, e)| e.entity_id).collect();
+    let fences = crate::sql::txn::fence_keys(conn, &reg.options.schema, &ids).await?;
+    for ((_, e), fence) in entities.iter_mut().zip(fences) {
+        e.fence = fence;
     }
     let oids: Vec<u32> = entities.iter().map(|(oid, _)| *oid).collect();
     let mut slots: Vec<Option<ResolvedEntity>> =
@@ -262,4 +265,31 @@ pub(crate) async fn validate(
         entities,
         exempt: registered.exempt,
     })
+}
+
+/// Reads how each record-id and erasure-subject column compares with a value
+/// given as text (see `catalog::equality`), once, at start-up.
+async fn resolve_comparisons(
+    conn: &mut PgConnection,
+    entities: &mut [(u32, ResolvedEntity)],
+) -> Result<(), Error> {
+    let mut asked: Vec<(u32, String)> = Vec::new();
+    for (oid, e) in entities.iter() {
+        asked.push((*oid, e.record_id.name.as_str().to_owned()));
+        for c in &e.subjects {
+            asked.push((*oid, c.name.as_str().to_owned()));
+        }
+    }
+    let refs: Vec<(u32, &str)> = asked.iter().map(|(o, n)| (*o, n.as_str())).collect();
+    let mut found = catalog::equalities(conn, &refs).await?.into_iter();
+    for (_, e) in entities.iter_mut() {
+        let columns = std::iter::once(&mut e.record_id).chain(e.subjects.iter_mut());
+        for column in columns {
+            if let Some(Some(eq)) = found.next() {
+                column.cmp_type = eq.cmp_type;
+                column.eq = eq.eq;
+            }
+        }
+    }
+    Ok(())
 }

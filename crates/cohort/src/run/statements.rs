@@ -1,0 +1,481 @@
+//! The statements one retained type runs in a preview, sweep or erasure,
+//! built once per entity and strategy from quoted identifiers and catalog
+//! type names. Values are bind parameters, allocated by role ([`P`]).
+//!
+//! Two batch paths, one alternative to the other (see `docs/design.md`):
+//!
+//! - **range** (sweeps that need no row's values: purge, soft-delete and
+//!   built-in anonymisation): one statement finds the batch's upper key with
+//!   an index scan (`OFFSET batch - 1 LIMIT 1` after the lower key) and
+//!   mutates the key range `(anchor, key) > lo AND (anchor, key) <= hi` with
+//!   eligibility and the hold anti-join in it, writing the ledger in the same
+//!   statement;
+//! - **locked** (custom anonymisers, erasure, and the fallback when a range
+//!   statement meets a locked row): the batch's rows are selected
+//!   `FOR UPDATE` with their values, then mutated by `(tableoid, ctid)` (a
+//!   partition's ctids repeat in its siblings, so never by `ctid` alone) in a
+//!   second statement that re-checks eligibility and holds.
+//!
+//! Both run inside a batch transaction that took the entity fence first.
+
+use std::fmt::Write as _;
+
+use crate::ledger::Ledger;
+use crate::model::AnonymiseMethod;
+use crate::model::resolved::{Column, ResolvedEntity};
+use crate::policy::Strategy;
+use crate::schema::SchemaName;
+use crate::sql::predicates::active_hold_exists;
+use crate::sql::{Params, Statement};
+
+/// The values the statements bind, by role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum P {
+    /// The scope's tenant (uuid); only tenant-scoped types bind it.
+    Tenant,
+    /// The cutoff (`PgTime`): `anchor < cutoff` is old enough.
+    Cutoff,
+    /// The retained-entity id (uuid).
+    Entity,
+    /// The erasure subject (text).
+    Subject,
+    /// `batch size - 1` (bigint): the range path's upper-key offset.
+    Offset,
+    /// The batch size (bigint): the locked path's limit.
+    Limit,
+    /// The lower key's anchor (`PgTime`), after the first batch of a sweep.
+    LoAnchor,
+    /// The lower key's record id (text), after the first batch.
+    LoKey,
+    /// The text of the anonymised column at this index of `entity.anonymise`.
+    Literal(usize),
+    /// The entity's summary id (bigint).
+    Summary,
+    /// The run id (uuid), for row details.
+    Run,
+    /// The entity's type name (text), for row details.
+    EntityType,
+    /// The ledger's tenant (uuid, nil for tenantless), for row details.
+    LedgerTenant,
+    /// The action (text), for row details.
+    Action,
+    /// The locked rows' `tableoid`s (oid[]).
+    Oids,
+    /// The locked rows' `ctid`s (text[]).
+    Tids,
+    /// Replacement values of the custom-anonymised column at this index
+    /// among the custom ones (text[]).
+    Custom(usize),
+}
+
+/// What the statements are for.
+pub(crate) enum Purpose<'a> {
+    /// A retention sweep: age by the cutoff; locked rows are skipped.
+    Sweep,
+    /// A subject erasure: match any usable subject column; age only by a
+    /// positive legal minimum; wait for locked rows.
+    Erasure {
+        /// The subject columns whose type accepts the subject.
+        subjects: Vec<&'a Column>,
+        /// Whether a positive legal minimum applies (`anchor < cutoff`).
+        legal_minimum: bool,
+    },
+}
+
+/// Every statement of one entity and strategy (not `Exempt`).
+#[derive(Debug, Clone)]
+pub(crate) struct EntitySql {
+    /// One row: `eligible` (not held), `held`, `null_anchor`.
+    pub(crate) count: Statement<P>,
+    /// The range path, first batch and later ones (`None` when the rows'
+    /// values are needed, and for erasures). Returns one row: `hi_anchor`,
+    /// `hi_key` (NULL on the last batch), `affected`, and `ids` (text[]) when
+    /// the rule audits per row.
+    pub(crate) range: Option<[Statement<P>; 2]>,
+    /// The locked path's candidates, first batch and later ones: `o`
+    /// (tableoid), `c` (ctid text), `record_id`, `anchor`, then `v0..` (the
+    /// custom-anonymised columns' text).
+    pub(crate) candidates: [Statement<P>; 2],
+    /// The locked path's mutation of the rows `Oids`/`Tids`; returns
+    /// `affected` and `ids` when the rule audits per row.
+    pub(crate) mutate: Statement<P>,
+    /// How many custom-anonymised columns the locked path computes.
+    pub(crate) customs: usize,
+    /// Whether each changed row is written as a row detail.
+    pub(crate) per_row: bool,
+}
+
+/// The shared pieces, written once per statement with its own placeholders.
+struct Parts<'a> {
+    e: &'a ResolvedEntity,
+    strategy: Strategy,
+    purpose: &'a Purpose<'a>,
+    holds: String,
+    ledger: &'a Ledger,
+    per_row: bool,
+}
+
+impl Parts<'_> {
+    fn erasure(&self) -> bool {
+        matches!(self.purpose, Purpose::Erasure { .. })
+    }
+
+    /// Tenant, subject, age and "not done yet".
+    fn eligible(&self, b: &mut Params<P>) -> String {
+        let e = self.e;
+        let mut s = match &e.tenant {
+            Some(t) => format!("t.{} = {}", t.name, b.p(P::Tenant)),
+            None => "true".to_owned(),
+        };
+        if let Purpose::Erasure { subjects, .. } = self.purpose {
+            let subject = b.p(P::Subject);
+            let any: Vec<String> = subjects
+                .iter()
+                .map(|c| c.equals_text("t", &subject))
+                .collect();
+            if any.is_empty() {
+                s.push_str(" AND false");
+            } else {
+                let _ = write!(s, " AND ({})", any.join(" OR "));
+            }
+        }
+        if self.aged() {
+            let _ = write!(s, " AND t.{} < {}", e.anchor.name, b.p(P::Cutoff));
+        }
+        s.push_str(&self.pending());
+        s
+    }
+
+    /// Whether `anchor < cutoff` applies.
+    fn aged(&self) -> bool {
+        match self.purpose {
+            Purpose::Sweep => true,
+            Purpose::Erasure { legal_minimum, .. } => *legal_minimum,
+        }
+    }
+
+    /// The strategy's own "not done yet" condition (` AND ...`, or empty).
+    fn pending(&self) -> String {
+        let e = self.e;
+        match self.strategy {
+            Strategy::SoftDelete => e
+                .soft_delete
+                .as_ref()
+                .map(|c| format!(" AND t.{} IS NOT TRUE", c.name))
+                .unwrap_or_default(),
+            Strategy::Anonymise => e
+                .anonymised_at
+                .as_ref()
+                .map(|c| format!(" AND t.{} IS NULL", c.name))
+                .unwrap_or_default(),
+            Strategy::Purge | Strategy::Exempt => String::new(),
+        }
+    }
+
+    /// An active hold (by the database clock) covers row `t`.
+    fn held(&self, b: &mut Params<P>) -> String {
+        let e = self.e;
+        let tenant = match &e.tenant {
+            Some(c) => format!("h.tenant_id = t.{}", c.name),
+            None => "h.tenant_id IS NULL".to_owned(),
+        };
+        active_hold_exists(
+            &self.holds,
+            &b.p(P::Entity),
+            &format!("(t.{})::pg_catalog.text", e.record_id.name),
+            &tenant,
+        )
+    }
+
+    /// ` AND <key> > <lower key>` for batches after the first.
+    fn after(&self, b: &mut Params<P>) -> String {
+        let (anchor, rid, rid_type) = (
+            &self.e.anchor.name,
+            &self.e.record_id.name,
+            &self.e.record_id.sql_type,
+        );
+        let key = b.p(P::LoKey);
+        if self.erasure() {
+            format!(" AND t.{rid} > CAST({key}::pg_catalog.text AS {rid_type})")
+        } else {
+            let lo = b.p(P::LoAnchor);
+            format!(
+                " AND (t.{anchor}, t.{rid}) > ({lo}::pg_catalog.timestamptz, \
+                 CAST({key}::pg_catalog.text AS {rid_type}))"
+            )
+        }
+    }
+
+    /// The batch order. The keyset compares with `>` resolved by name, so the
+    /// order is `USING <`, resolved the same way: for a key type whose
+    /// operators are off the session's path both fall back alike and batches
+    /// stay consistent; for ordinary types it is the index's own order.
+    fn order(&self) -> String {
+        let (anchor, rid) = (&self.e.anchor.name, &self.e.record_id.name);
+        if self.erasure() {
+            format!("ORDER BY t.{rid} USING <")
+        } else {
+            format!("ORDER BY t.{anchor}, t.{rid} USING <")
+        }
+    }
+
+    /// `RETURNING ...` of the mutation: the record id only when it is needed.
+    fn returning(&self) -> String {
+        if self.per_row {
+            format!("RETURNING (t.{})::pg_catalog.text AS rid", self.e.record_id.name)
+        } else {
+            "RETURNING 1 AS one".to_owned()
+        }
+    }
+
+    /// The ledger CTEs after mutation CTE `d`, and the final select list's
+    /// `affected` (and `ids`).
+    fn ledger(&self, b: &mut Params<P>) -> (String, String) {
+        let mut ctes = format!(", p AS ({})", self.ledger.progress_cte("d", &b.p(P::Summary)));
+        let mut select = "(SELECT pg_catalog.count(*) FROM d) AS affected".to_owned();
+        if self.per_row {
+            let details = self.ledger.details_cte(
+                "d",
+                &b.p(P::Run),
+                &b.p(P::Entity),
+                &b.p(P::EntityType),
+                &b.p(P::LedgerTenant),
+                &b.p(P::Action),
+            );
+            let _ = write!(ctes, ", det AS ({details})");
+            select.push_str(", ARRAY(SELECT d.rid FROM d) AS ids");
+        }
+        (ctes, select)
+    }
+
+    /// The `SET` list of an UPDATE strategy; custom columns read `v.n{i}`.
+    fn set_list(&self, b: &mut Params<P>) -> String {
+        let e = self.e;
+        let mut sets = Vec::new();
+        match self.strategy {
+            Strategy::SoftDelete => {
+                if let Some(flag) = &e.soft_delete {
+                    sets.push(format!("{} = true", flag.name));
+                }
+                if let Some(at) = &e.deleted_at {
+                    sets.push(format!("{} = pg_catalog.statement_timestamp()", at.name));
+                }
+            }
+            Strategy::Anonymise => {
+                let mut custom = 0;
+                for (i, a) in e.anonymise.iter().enumerate() {
+                    let col = &a.column.name;
+                    match a.method {
+                        AnonymiseMethod::Null => sets.push(format!("{col} = NULL")),
+                        AnonymiseMethod::EmptyString => sets.push(format!("{col} = ''")),
+                        AnonymiseMethod::Literal(_) => {
+                            sets.push(format!("{col} = {}::pg_catalog.text", b.p(P::Literal(i))))
+                        }
+                        AnonymiseMethod::Custom(_) => {
+                            sets.push(format!("{col} = v.n{custom}"));
+                            custom += 1;
+                        }
+                    }
+                }
+                if let Some(at) = &e.anonymised_at {
+                    sets.push(format!("{} = pg_catalog.statement_timestamp()", at.name));
+                }
+            }
+            Strategy::Purge | Strategy::Exempt => {}
+        }
+        sets.join(", ")
+    }
+
+    fn count(&self) -> Statement<P> {
+        let mut b = Params::new();
+        let e = self.e;
+        let eligible = self.eligible(&mut b);
+        let held = self.held(&mut b);
+        let null_anchor = if self.aged() {
+            let mut scope = match &e.tenant {
+                Some(t) => format!("t.{} = {}", t.name, b.p(P::Tenant)),
+                None => "true".to_owned(),
+            };
+            if let Purpose::Erasure { subjects, .. } = self.purpose {
+                let subject = b.p(P::Subject);
+                let any: Vec<String> = subjects
+                    .iter()
+                    .map(|c| c.equals_text("t", &subject))
+                    .collect();
+                let _ = write!(scope, " AND ({})", any.join(" OR "));
+            }
+            format!(
+                "(SELECT pg_catalog.count(*) FROM {table} AS t WHERE {scope} AND t.{anchor} IS NULL{pending})",
+                table = e.table,
+                anchor = e.anchor.name,
+                pending = self.pending()
+            )
+        } else {
+            "0::pg_catalog.int8".to_owned()
+        };
+        let text = format!(
+            "SELECT pg_catalog.count(*) FILTER (WHERE NOT {held}) AS eligible, \
+                    pg_catalog.count(*) FILTER (WHERE {held}) AS held, \
+                    {null_anchor} AS null_anchor \
+             FROM {table} AS t WHERE {eligible}",
+            table = e.table
+        );
+        b.finish(text)
+    }
+
+    /// The range statement, first batch (`after = false`) or a later one.
+    fn range(&self, after: bool) -> Statement<P> {
+        let mut b = Params::new();
+        let e = self.e;
+        let (table, anchor, rid) = (&e.table, &e.anchor.name, &e.record_id.name);
+        let eligible = self.eligible(&mut b);
+        let lo = if after { self.after(&mut b) } else { String::new() };
+        let offset = b.p(P::Offset);
+        let held = self.held(&mut b);
+        let mutation = match self.strategy {
+            Strategy::Purge | Strategy::Exempt => format!("DELETE FROM {table} AS t"),
+            Strategy::SoftDelete | Strategy::Anonymise => {
+                format!("UPDATE {table} AS t SET {}", self.set_list(&mut b))
+            }
+        };
+        let returning = self.returning();
+        let (ledger, select) = self.ledger(&mut b);
+        // The upper bound stays a plain index condition: on the last batch
+        // there is no upper key, and (infinity, NULL) admits every row below
+        // the cutoff (the comparison is decided by the anchor alone).
+        let text = format!(
+            "WITH hi AS MATERIALIZED ( \
+               SELECT t.{anchor} AS a, t.{rid} AS k FROM {table} AS t WHERE {eligible}{lo} \
+               {order} OFFSET {offset} LIMIT 1), \
+             d AS ({mutation} WHERE {eligible}{lo} \
+               AND (t.{anchor}, t.{rid}) <= (COALESCE((SELECT hi.a FROM hi), 'infinity'::pg_catalog.timestamptz), \
+                                              (SELECT hi.k FROM hi)) \
+               AND NOT {held} {returning}){ledger} \
+             SELECT (SELECT (hi.a)::pg_catalog.timestamptz FROM hi) AS hi_anchor, \
+                    (SELECT (hi.k)::pg_catalog.text FROM hi) AS hi_key, {select}",
+            order = self.order(),
+        );
+        b.finish(text)
+    }
+
+    /// The locked path's candidates.
+    fn candidates(&self, after: bool) -> Statement<P> {
+        let mut b = Params::new();
+        let e = self.e;
+        let eligible = self.eligible(&mut b);
+        // A sweep holds the fence, so its snapshot already shows every hold
+        // that can protect a row; an erasure leaves holds to the mutation's
+        // re-check (E8), which is then what saves a held row.
+        let not_held = if self.erasure() {
+            String::new()
+        } else {
+            format!(" AND NOT {}", self.held(&mut b))
+        };
+        let lo = if after { self.after(&mut b) } else { String::new() };
+        let mut select = format!(
+            "SELECT t.tableoid AS o, (t.ctid)::pg_catalog.text AS c, \
+                    (t.{rid})::pg_catalog.text AS record_id, \
+                    (t.{anchor})::pg_catalog.timestamptz AS anchor",
+            rid = e.record_id.name,
+            anchor = e.anchor.name
+        );
+        for (i, a) in self.customs().enumerate() {
+            let _ = write!(select, ", (t.{})::pg_catalog.text AS v{i}", a.column.name);
+        }
+        let lock = if self.erasure() {
+            "FOR UPDATE OF t"
+        } else {
+            "FOR UPDATE OF t SKIP LOCKED"
+        };
+        let text = format!(
+            "{select} FROM {table} AS t WHERE {eligible}{not_held}{lo} {order} LIMIT {limit} {lock}",
+            table = e.table,
+            order = self.order(),
+            limit = b.p(P::Limit),
+        );
+        b.finish(text)
+    }
+
+    fn customs(&self) -> impl Iterator<Item = &crate::model::resolved::AnonymisedColumn> {
+        let anonymise = self.strategy == Strategy::Anonymise;
+        self.e
+            .anonymise
+            .iter()
+            .filter(move |a| anonymise && matches!(a.method, AnonymiseMethod::Custom(_)))
+    }
+
+    /// The locked path's mutation, by `(tableoid, ctid)`, re-checking
+    /// eligibility and holds on a snapshot taken after the rows were locked.
+    fn mutate(&self) -> Statement<P> {
+        let mut b = Params::new();
+        let e = self.e;
+        let table = &e.table;
+        let mut unnest = vec![
+            format!("pg_catalog.unnest({}::pg_catalog.oid[])", b.p(P::Oids)),
+            format!(
+                "pg_catalog.unnest({}::pg_catalog.text[]::pg_catalog.tid[])",
+                b.p(P::Tids)
+            ),
+        ];
+        let mut names = vec!["o".to_owned(), "c".to_owned()];
+        for (i, _) in self.customs().enumerate() {
+            unnest.push(format!(
+                "pg_catalog.unnest({}::pg_catalog.text[])",
+                b.p(P::Custom(i))
+            ));
+            names.push(format!("n{i}"));
+        }
+        let recheck = format!("{} AND NOT {}", self.eligible(&mut b), self.held(&mut b));
+        let found = "t.tableoid = v.o AND t.ctid = v.c";
+        let mutation = match self.strategy {
+            Strategy::Purge | Strategy::Exempt => {
+                format!("DELETE FROM {table} AS t USING v WHERE {found} AND {recheck}")
+            }
+            Strategy::SoftDelete | Strategy::Anonymise => format!(
+                "UPDATE {table} AS t SET {} FROM v WHERE {found} AND {recheck}",
+                self.set_list(&mut b)
+            ),
+        };
+        let returning = self.returning();
+        let (ledger, select) = self.ledger(&mut b);
+        let text = format!(
+            "WITH v AS (SELECT * FROM ROWS FROM ({unnest}) AS v({names})), \
+             d AS ({mutation} {returning}){ledger} SELECT {select}",
+            unnest = unnest.join(", "),
+            names = names.join(", "),
+        );
+        b.finish(text)
+    }
+}
+
+impl EntitySql {
+    /// The statements of `purpose` on `e` with `strategy` (not `Exempt`).
+    pub(crate) fn build(
+        e: &ResolvedEntity,
+        strategy: Strategy,
+        schema: &SchemaName,
+        ledger: &Ledger,
+        purpose: &Purpose<'_>,
+        per_row: bool,
+    ) -> EntitySql {
+        let parts = Parts {
+            e,
+            strategy,
+            purpose,
+            holds: schema.table("retention_holds").to_string(),
+            ledger,
+            per_row,
+        };
+        let customs = parts.customs().count();
+        let erasure = parts.erasure();
+        let range = (!erasure && customs == 0).then(|| [parts.range(false), parts.range(true)]);
+        EntitySql {
+            count: parts.count(),
+            range,
+            candidates: [parts.candidates(false), parts.candidates(true)],
+            mutate: parts.mutate(),
+            customs,
+            per_row,
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Cohort's own transactions: how a batch begins and ends.
+//!
+//! A batch transaction begins in one round trip (one simple-protocol message
+//! of several statements): `BEGIN ISOLATION LEVEL READ COMMITTED`, the pinned
+//! `search_path`, no wait for the WAL flush at commit, then the entity fence
+//! taken shared under a bounded wait, then the lock wait for the batch's own
+//! statements. The statements after it each take a snapshot of their own
+//! (READ COMMITTED, said in the `BEGIN` itself so a database or role default of
+//! `REPEATABLE READ` cannot change it), so every statement of the batch sees
+//! every hold committed before the fence was granted.
+//!
+//! The text holds only fixed SQL and integers Cohort computes (the fence key,
+//! milliseconds), never a value from a host: an `i32` or a `u128` cannot carry
+//! SQL.
+
+use std::time::Duration;
+
+use sqlx::PgConnection;
+
+use super::AssertSqlSafe;
+
+/// The class (first key) of every entity fence: advisory locks in PostgreSQL's
+/// two-`int4` keyspace, which the single-`bigint` keyspace most hosts use can
+/// never collide with. The second key is
+/// `hashtext(<schema of Cohort's tables> || ':' || <retained-entity id>)`.
+pub(crate) const FENCE_CLASS: i32 = 1_131_376_754;
+
+/// The SQL expression of a fence's second key, given the SQL expressions of
+/// the install's schema name (text) and the retained-entity id (uuid). The
+/// holds table's trigger computes the same.
+pub(crate) fn fence_key_sql(schema: &str, entity: &str) -> String {
+    format!(
+        "pg_catalog.hashtext(({schema})::pg_catalog.text OPERATOR(pg_catalog.||) ':' \
+         OPERATOR(pg_catalog.||) ({entity})::pg_catalog.text)"
+    )
+}
+
+/// The fence keys of `entities` in the install whose tables live in schema
+/// `schema` (raw name), computed by the server with [`fence_key_sql`], in order.
+pub(crate) async fn fence_keys(
+    conn: &mut PgConnection,
+    schema: &str,
+    entities: &[uuid::Uuid],
+) -> Result<Vec<i32>, sqlx::Error> {
+    if entities.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT {} FROM pg_catalog.unnest($2::pg_catalog.uuid[]) WITH ORDINALITY AS u(e, i) ORDER BY u.i",
+        fence_key_sql("$1", "u.e")
+    )))
+    .bind(schema)
+    .bind(entities)
+    .fetch_all(conn)
+    .await
+}
+
+/// How long the statements after the fence may wait for a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockWait {
+    /// At most this long (then SQLSTATE 55P03).
+    Bounded(Duration),
+    /// As the session would (its own `lock_timeout`).
+    Session,
+}
+
+fn millis(d: Duration) -> u128 {
+    // lock_timeout = 0 would mean "wait forever".
+    d.as_millis().max(1)
+}
+
+/// The message that begins a fenced batch transaction (see the module docs).
+fn begin_fenced_sql(fence_key: i32, fence_wait: Duration, then: LockWait) -> String {
+    let after = match then {
+        LockWait::Bounded(d) => format!("'{}'", millis(d)),
+        LockWait::Session => "pg_catalog.current_setting('cohort.session_lock_timeout')".to_owned(),
+    };
+    format!(
+        "BEGIN ISOLATION LEVEL READ COMMITTED; \
+         SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
+                    pg_catalog.current_setting('search_path'), true), \
+                pg_catalog.set_config('synchronous_commit', 'off', true), \
+                pg_catalog.set_config('cohort.session_lock_timeout', \
+                    pg_catalog.current_setting('lock_timeout'), true), \
+                pg_catalog.set_config('lock_timeout', '{fence}', true); \
+         SELECT pg_catalog.pg_advisory_xact_lock_shared({FENCE_CLASS}, {fence_key}); \
+         SELECT pg_catalog.set_config('lock_timeout', {after}, true)",
+        fence = millis(fence_wait),
+    )
+}
+
+/// Begins a batch transaction holding the entity fence `fence_key` shared.
+/// On error the transaction may be open and failed: call [`rollback`].
+pub(crate) async fn begin_fenced(
+    conn: &mut PgConnection,
+    fence_key: i32,
+    fence_wait: Duration,
+    then: LockWait,
+) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(AssertSqlSafe(begin_fenced_sql(fence_key, fence_wait, then)))
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Commits Cohort's own transaction.
+pub(crate) async fn commit(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql("COMMIT").execute(conn).await.map(|_| ())
+}
+
+/// Rolls back Cohort's own transaction (harmless when none is open).
+pub(crate) async fn rollback(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql("ROLLBACK").execute(conn).await.map(|_| ())
+}
+
+/// The SQLSTATE of a database error, if it is one.
+pub(crate) fn sqlstate(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+/// `lock_not_available`: a `lock_timeout` fired.
+pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// `deadlock_detected`.
+pub(crate) const DEADLOCK_DETECTED: &str = "40P01";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_begin_message_fences_after_read_committed_and_bounds_both_waits() {
+        let sql = begin_fenced_sql(-42, Duration::from_secs(30), LockWait::Bounded(Duration::ZERO));
+        let begin = sql.find("BEGIN ISOLATION LEVEL READ COMMITTED").expect("begin");
+        let fence = sql
+            .find("pg_advisory_xact_lock_shared(1131376754, -42)")
+            .expect("fence");
+        assert!(begin < fence);
+        assert!(sql.contains("'lock_timeout', '30000'"));
+        // Zero would mean "wait forever" to PostgreSQL.
+        assert!(sql.ends_with("set_config('lock_timeout', '1', true)"));
+    }
+}
