@@ -218,7 +218,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema version is 1, this library needs 2: apply migration(s) 2 (cohort_entity_fence)"
+            "Cohort's schema is at version 1, this library needs 2: apply migration(s) 2 (cohort_entity_fence)"
         ),
         "{at_1}"
     );
@@ -446,9 +446,10 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         "{report}"
     );
     assert!(
-        report
-            .to_string()
-            .contains("Cohort's schema version is none recorded"),
+        report.to_string().contains(
+            "no Cohort schema version is recorded on sweep_run (this library needs 2): \
+                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence)"
+        ),
         "{report}"
     );
 

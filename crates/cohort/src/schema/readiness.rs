@@ -164,7 +164,7 @@ fn list(ids: &[MigrationId]) -> String {
 }
 
 fn version_text(v: Option<i64>) -> String {
-    v.map_or_else(|| "none recorded".to_owned(), |v| v.to_string())
+    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
 }
 
 impl fmt::Display for ReadinessProblem {
@@ -174,12 +174,18 @@ impl fmt::Display for ReadinessProblem {
                 installed,
                 required,
                 missing,
-            } => write!(
-                f,
-                "Cohort's schema version is {}, this library needs {required}: apply migration(s) {}",
-                version_text(*installed),
-                list(missing)
-            ),
+            } => match installed {
+                Some(v) => write!(
+                    f,
+                    "Cohort's schema is at version {v}, this library needs {required}: apply migration(s) {}",
+                    list(missing)
+                ),
+                None => write!(
+                    f,
+                    "no Cohort schema version is recorded on sweep_run (this library needs {required}): apply migration(s) {}",
+                    list(missing)
+                ),
+            },
             ReadinessProblem::MissingTable { table } => write!(f, "table {table} is missing"),
             ReadinessProblem::MissingColumn { table, column } => {
                 write!(f, "column {table}.{column} is missing")
@@ -325,7 +331,7 @@ impl ReadinessReport {
 impl fmt::Display for ReadinessReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let versions = format!(
-            "installed version {}, required {}",
+            "installed version: {}, required: {}",
             version_text(self.installed_version),
             self.required_version
         );
