@@ -7,12 +7,26 @@
 //!    development server).
 //! 3. Otherwise a private throwaway cluster, started once per process with the
 //!    system's `initdb` and `pg_ctl` (found on `PATH` or under
-//!    `/usr/lib/postgresql/*/bin`; as root they run as the `postgres` user). A
-//!    watchdog process stops it and deletes its files when this process exits,
-//!    however it exits.
+//!    `/usr/lib/postgresql/*/bin`; as root they run as the `postgres` user).
+//!
+//! `COHORT_TEST_FORCE_PRIVATE_CLUSTER=1` skips the first two and always starts
+//! a private cluster (the harness's own tests use it).
+//!
+//! The private cluster lives in a fresh directory under the system's temporary
+//! directory. A watchdog process stops it and deletes the directory once this
+//! process is gone, however it ends: normally, by a panic, killed, or by
+//! Ctrl-C. The watchdog runs in a session of its own (`setsid`) and ignores
+//! `SIGINT` and `SIGHUP`, so the Ctrl-C a terminal sends to the test's whole
+//! process group, or the hang-up of a closed terminal, does not stop it before
+//! it has cleaned up. When `initdb` or `pg_ctl start` fails, the directory is
+//! removed (and a half-started server stopped) before the error is returned.
 //!
 //! Every [`TestDb`] is a new database with a unique name, dropped when the value
-//! is dropped, so tests run in parallel without sharing state.
+//! is dropped, so tests run in parallel without sharing state. Set
+//! `COHORT_KEEP_TEST_DB=1` (or `true`, `yes`, `on`) to keep each test's
+//! database for inspection; `0`, `false`, `no`, `off` and an empty value mean
+//! "drop it", as does leaving the variable unset. Any other value keeps the
+//! databases (a typo errs on the side of keeping data to look at).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,6 +39,43 @@ use tokio::sync::OnceCell;
 
 /// The default local server tried when `DATABASE_URL` is not set.
 const LOCAL_SERVER: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// Keeps every test database instead of dropping it (see the crate docs).
+pub const KEEP_TEST_DB_VAR: &str = "COHORT_KEEP_TEST_DB";
+
+/// Always starts a private throwaway cluster (see the crate docs).
+pub const FORCE_PRIVATE_CLUSTER_VAR: &str = "COHORT_TEST_FORCE_PRIVATE_CLUSTER";
+
+/// Reads an on/off environment setting: unset, empty, `0`, `false`, `no` and
+/// `off` (any case, surrounding spaces ignored) are off; everything else,
+/// `1`, `true`, `yes` and `on` included, is on.
+///
+/// ```
+/// use cohort_testdb::flag_is_on;
+/// assert!(!flag_is_on(None));
+/// assert!(!flag_is_on(Some("0")));
+/// assert!(!flag_is_on(Some(" False ")));
+/// assert!(flag_is_on(Some("1")));
+/// assert!(flag_is_on(Some("yes")));
+/// ```
+pub fn flag_is_on(value: Option<&str>) -> bool {
+    match value {
+        None => false,
+        Some(v) => !matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "" | "0" | "false" | "no" | "off"
+        ),
+    }
+}
+
+/// [`flag_is_on`] for an environment variable; a value that is not UTF-8
+/// counts as on.
+fn env_flag(name: &str) -> bool {
+    match std::env::var_os(name) {
+        None => false,
+        Some(v) => flag_is_on(Some(v.to_str().unwrap_or("1"))),
+    }
+}
 
 /// Errors while finding or starting a PostgreSQL server.
 #[derive(Debug)]
@@ -48,6 +99,7 @@ pub struct Server {
     admin: PgConnectOptions,
     /// Where this server came from, for messages.
     pub origin: &'static str,
+    cluster_dir: Option<PathBuf>,
 }
 
 static SERVER: OnceCell<Server> = OnceCell::const_new();
@@ -60,6 +112,9 @@ impl Server {
     }
 
     async fn locate() -> Result<Server, ServerError> {
+        if env_flag(FORCE_PRIVATE_CLUSTER_VAR) {
+            return Server::private_cluster().await;
+        }
         if let Ok(url) = std::env::var("DATABASE_URL") {
             let admin: PgConnectOptions = url
                 .parse()
@@ -70,6 +125,7 @@ impl Server {
             return Ok(Server {
                 admin,
                 origin: "DATABASE_URL",
+                cluster_dir: None,
             });
         }
         let local: PgConnectOptions = LOCAL_SERVER.parse().map_err(|e| err(format!("{e}")))?;
@@ -80,15 +136,27 @@ impl Server {
             return Ok(Server {
                 admin: local,
                 origin: "local server at 127.0.0.1:5432",
+                cluster_dir: None,
             });
         }
-        let cluster = tokio::task::spawn_blocking(start_private_cluster)
+        Server::private_cluster().await
+    }
+
+    async fn private_cluster() -> Result<Server, ServerError> {
+        let (admin, dir) = tokio::task::spawn_blocking(start_private_cluster)
             .await
             .map_err(|e| err(format!("cluster start panicked: {e}")))??;
         Ok(Server {
-            admin: cluster,
+            admin,
             origin: "private throwaway cluster",
+            cluster_dir: Some(dir),
         })
+    }
+
+    /// The directory of the private throwaway cluster, when this server is
+    /// one (removed, with the cluster, once this process is gone).
+    pub fn cluster_dir(&self) -> Option<&Path> {
+        self.cluster_dir.as_deref()
     }
 
     /// Connection options for a database on this server.
@@ -195,7 +263,7 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        if std::env::var_os("COHORT_KEEP_TEST_DB").is_some() {
+        if env_flag(KEEP_TEST_DB_VAR) {
             return;
         }
         let name = self.name.clone();
@@ -291,7 +359,93 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), ServerError> {
     Ok(())
 }
 
-fn start_private_cluster() -> Result<PgConnectOptions, ServerError> {
+/// The watchdog: waits for process `$1` to end, then stops the cluster in
+/// `$3` with `pg_ctl` (`$2`, as the `postgres` user when `$5` is 1) and
+/// removes `$4`. Paths come as arguments, never spliced into the script.
+/// `INT` and `HUP` are ignored: a Ctrl-C or a hang-up meant for the tests
+/// must not end the watchdog before it has cleaned up.
+const WATCHDOG: &str = r#"trap '' INT HUP
+while kill -0 "$1" 2>/dev/null; do sleep 1; done
+if [ "$5" = 1 ]; then
+  runuser -u postgres -- "$2" -D "$3" stop -m immediate
+else
+  "$2" -D "$3" stop -m immediate
+fi
+rm -rf "$4"
+"#;
+
+fn spawn_watchdog(
+    pg_ctl: &Path,
+    data: &Path,
+    dir: &Path,
+    as_postgres: bool,
+) -> Result<(), ServerError> {
+    let configure = |c: &mut Command| {
+        c.arg("-c")
+            .arg(WATCHDOG)
+            .arg("cohort-testdb-watchdog")
+            .arg(std::process::id().to_string())
+            .arg(pg_ctl)
+            .arg(data)
+            .arg(dir)
+            .arg(if as_postgres { "1" } else { "0" })
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+    };
+    // A session of its own: no signal sent to the tests' process group (or
+    // their terminal's) reaches it.
+    let mut in_session = Command::new("setsid");
+    in_session.arg("sh");
+    configure(&mut in_session);
+    match in_session.spawn() {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // No setsid binary: a process group of its own still keeps the
+            // terminal's Ctrl-C away from it.
+            use std::os::unix::process::CommandExt;
+            let mut in_group = Command::new("sh");
+            in_group.process_group(0);
+            configure(&mut in_group);
+            in_group
+                .spawn()
+                .map(|_| ())
+                .map_err(|e| err(format!("cannot start the cluster watchdog: {e}")))
+        }
+        Err(e) => Err(err(format!("cannot start the cluster watchdog: {e}"))),
+    }
+}
+
+/// Removes a cluster's directory, stopping its server first once one may
+/// have been started, unless disarmed: every failure path of
+/// [`start_private_cluster`] cleans up after itself.
+struct ClusterCleanup {
+    dir: PathBuf,
+    /// `pg_ctl`, the data directory, and whether to run it as `postgres`.
+    server: Option<(PathBuf, PathBuf, bool)>,
+    armed: bool,
+}
+
+impl Drop for ClusterCleanup {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some((pg_ctl, data, as_postgres)) = &self.server {
+            let _ = pg_command(pg_ctl, *as_postgres)
+                .arg("-D")
+                .arg(data)
+                .args(["stop", "-m", "immediate"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_private_cluster() -> Result<(PgConnectOptions, PathBuf), ServerError> {
     let initdb = find_binary("initdb").ok_or_else(|| {
         err("no PostgreSQL server is reachable (set DATABASE_URL or start one on 127.0.0.1:5432) \
              and no initdb was found on PATH or under /usr/lib/postgresql/*/bin to start a private one; \
@@ -307,12 +461,20 @@ fn start_private_cluster() -> Result<PgConnectOptions, ServerError> {
     let data = dir.join("data");
     std::fs::create_dir_all(&dir)
         .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
+    let mut cleanup = ClusterCleanup {
+        dir: dir.clone(),
+        server: None,
+        armed: true,
+    };
     if as_postgres {
         run(
             Command::new("chown").arg("postgres:").arg(&dir),
             "chown of the cluster directory",
         )?;
     }
+    // From here on, however this process ends (even by Ctrl-C during
+    // initdb), the watchdog stops the cluster and removes the directory.
+    spawn_watchdog(&pg_ctl, &data, &dir, as_postgres)?;
     run(
         pg_command(&initdb, as_postgres).arg("-D").arg(&data).args([
             "-A",
@@ -330,25 +492,8 @@ fn start_private_cluster() -> Result<PgConnectOptions, ServerError> {
         "-c listen_addresses=127.0.0.1 -p {port} -k {} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
         dir.display()
     );
-    // The watchdog stops the cluster and removes its files once this process is gone.
-    let me = std::process::id();
-    let script = format!(
-        "while kill -0 {me} 2>/dev/null; do sleep 1; done; {stop}; rm -rf '{dir}'",
-        stop = if as_postgres {
-            format!(
-                "runuser -u postgres -- '{}' -D '{}' stop -m immediate",
-                pg_ctl.display(),
-                data.display()
-            )
-        } else {
-            format!(
-                "'{}' -D '{}' stop -m immediate",
-                pg_ctl.display(),
-                data.display()
-            )
-        },
-        dir = dir.display()
-    );
+    // A failed or timed-out start may leave a server running: stop it too.
+    cleanup.server = Some((pg_ctl.clone(), data.clone(), as_postgres));
     run(
         pg_command(&pg_ctl, as_postgres)
             .arg("-D")
@@ -360,15 +505,70 @@ fn start_private_cluster() -> Result<PgConnectOptions, ServerError> {
             .args(["-w", "-t", "60", "start"]),
         "pg_ctl start",
     )?;
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| err(format!("cannot start the cluster watchdog: {e}")))?;
-    format!("postgres://postgres@127.0.0.1:{port}/postgres")
+    let options = format!("postgres://postgres@127.0.0.1:{port}/postgres")
         .parse()
-        .map_err(|e| err(format!("{e}")))
+        .map_err(|e| err(format!("{e}")))?;
+    cleanup.armed = false;
+    Ok((options, dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_values_are_off_and_the_rest_is_on() {
+        for off in [
+            None,
+            Some(""),
+            Some("0"),
+            Some("false"),
+            Some("FALSE"),
+            Some("no"),
+            Some(" off "),
+        ] {
+            assert!(!flag_is_on(off), "{off:?}");
+        }
+        for on in [
+            Some("1"),
+            Some("true"),
+            Some("True"),
+            Some("yes"),
+            Some("on"),
+            Some("keep"),
+        ] {
+            assert!(flag_is_on(on), "{on:?}");
+        }
+    }
+
+    #[test]
+    fn a_failed_start_removes_its_directory_and_stops_a_started_server() {
+        let dir = std::env::temp_dir().join(format!(
+            "cohort-pg-cleanup-test-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(dir.join("data")).expect("create");
+        std::fs::write(dir.join("data").join("file"), b"x").expect("write");
+        {
+            let _cleanup = ClusterCleanup {
+                dir: dir.clone(),
+                // A pg_ctl that does not exist: stopping fails quietly, the
+                // directory still goes.
+                server: Some((dir.join("no-pg_ctl"), dir.join("data"), false)),
+                armed: true,
+            };
+        }
+        assert!(!dir.exists());
+        std::fs::create_dir_all(&dir).expect("create");
+        {
+            let mut cleanup = ClusterCleanup {
+                dir: dir.clone(),
+                server: None,
+                armed: true,
+            };
+            cleanup.armed = false;
+        }
+        assert!(dir.exists(), "a disarmed cleanup leaves the directory");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

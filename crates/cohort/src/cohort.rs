@@ -148,10 +148,10 @@ impl CohortBuilder {
         for p in &readiness.problems {
             problems.push(ValidationProblem {
                 type_name: None,
-                table: Some(format!("{}.{}", schema.as_str(), readiness_table(p))),
+                table: p.table().map(|t| format!("{}.{}", schema.as_str(), t)),
                 column: None,
                 problem: p.to_string(),
-                fix: "apply cohort::schema::ddl in a migration".into(),
+                fix: "apply Cohort's schema migrations (cohort::schema::migrations)".into(),
             });
         }
         // Catalog type names are read with only pg_catalog on the path, so
@@ -190,19 +190,5 @@ impl CohortBuilder {
             }),
             _ => Err(Error::Validation(ValidationReport { problems })),
         }
-    }
-}
-
-fn readiness_table(p: &crate::schema::ReadinessProblem) -> &'static str {
-    use crate::schema::ReadinessProblem as P;
-    match p {
-        P::MissingTable { table }
-        | P::MissingColumn { table, .. }
-        | P::WrongColumnType { table, .. }
-        | P::WrongNullability { table, .. }
-        | P::MissingPrimaryKey { table, .. }
-        | P::MissingUniqueIndex { table, .. }
-        | P::DeferrableUniqueIndex { table, .. }
-        | P::MissingCheck { table, .. } => table,
     }
 }

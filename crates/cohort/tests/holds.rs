@@ -1248,6 +1248,9 @@ async fn hold_creation_takes_the_rows_advisory_lock_first_and_a_racing_purge_swe
 
 // contract: H11, H12
 #[tokio::test]
+#[ignore = "holds two uncommitted hold creations on one entity at once, which the entity fence \
+            (revised H11; the retention_holds trigger of schema migration 2) serialises: the \
+            second waits for the first forever; the fence-based engine rewrite replaces this test"]
 async fn an_uncommitted_hold_in_a_callers_transaction_keeps_a_concurrent_sweep_off_the_row() {
     let (db, cohort) = setup().await;
     let kept = note(&db, tenant_a(), 40).await;

@@ -1,9 +1,10 @@
-//! Cohort's five tables: DDL, readiness, schema qualification.
+//! Cohort's five tables: DDL, readiness (shape, invalid indexes, the entity
+//! fence trigger), schema qualification. Migrations: `tests/migrations.rs`.
 
 mod common;
 
 use cohort::schema::{
-    ReadinessProblem, ReadinessWarning, SchemaName, TABLES, check_readiness, ddl,
+    ReadinessProblem, ReadinessWarning, SchemaName, TABLES, check_readiness, ddl, migrations,
 };
 use common::{LogCapture, TestDb, db_with_cohort};
 use sqlx::Row;
@@ -130,6 +131,242 @@ async fn readiness_lists_every_broken_column_key_index_and_check_together() {
     assert_eq!(report.problems, expected, "{report}");
     let text = report.to_string();
     assert!(text.contains("8 problem(s)"), "{text}");
+}
+
+// contract: D3
+#[tokio::test]
+async fn an_invalid_unique_index_left_by_a_failed_concurrent_build_counts_for_nothing() {
+    let (db, schema) = db_with_cohort("public").await;
+    db.exec(
+        r#"
+        ALTER TABLE sweep_run_entity_summary DROP CONSTRAINT sweep_run_entity_summary_key;
+        INSERT INTO sweep_run VALUES ('00000000-0000-0000-0000-00000000000a', 'Sweep', 'Manual',
+            false, '00000000-0000-0000-0000-000000000000', now(), 'Started', now(), NULL, NULL);
+        INSERT INTO sweep_run_entity_summary (run_id, retained_entity_id, entity_type, category,
+            tenant_id, strategy, status, affected_count, held_count, skipped_count,
+            null_anchor_count, updated_at)
+        SELECT '00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-0000000000e1',
+               'Note', 'notes', '00000000-0000-0000-0000-000000000000', 'Purge', 'Running',
+               0, 0, 0, 0, now()
+        FROM generate_series(1, 2);
+        "#,
+    )
+    .await;
+    // CONCURRENTLY cannot run in a transaction block: one statement, on a
+    // plain connection. The duplicates make it fail and leave an INVALID index.
+    let mut conn = db.connect().await;
+    let failed = sqlx::raw_sql(
+        "CREATE UNIQUE INDEX CONCURRENTLY summary_key_again ON sweep_run_entity_summary \
+         (run_id, retained_entity_id, category, tenant_id, strategy)",
+    )
+    .execute(&mut conn)
+    .await;
+    assert!(failed.is_err(), "the build must fail on the duplicates");
+    let (valid, ready): (bool, bool) = sqlx::query_as(
+        "SELECT indisvalid, indisready FROM pg_index WHERE indexrelid = 'public.summary_key_again'::regclass",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("the failed build left its index behind");
+    assert!(!valid, "the index is INVALID (ready: {ready})");
+
+    let report = check_readiness(&mut conn, &schema)
+        .await
+        .expect("readiness");
+    assert_eq!(
+        report.problems,
+        vec![ReadinessProblem::MissingUniqueIndex {
+            table: "sweep_run_entity_summary",
+            columns: &[
+                "run_id",
+                "retained_entity_id",
+                "category",
+                "tenant_id",
+                "strategy"
+            ],
+        }],
+        "{report}"
+    );
+}
+
+/// Drops every user trigger on `public.retention_holds` and re-applies
+/// migration 2, so each case starts from Cohort's own trigger.
+async fn reset_fence(db: &TestDb, schema: &SchemaName) {
+    db.exec(
+        r#"
+        DO $$ DECLARE t text; BEGIN
+          FOR t IN SELECT tgname FROM pg_trigger
+                   WHERE tgrelid = 'public.retention_holds'::regclass AND NOT tgisinternal LOOP
+            EXECUTE format('DROP TRIGGER %I ON public.retention_holds', t);
+          END LOOP;
+        END $$;
+        DROP SCHEMA IF EXISTS lookalike CASCADE;
+        "#,
+    )
+    .await;
+    db.exec(&migrations(schema)[1].up).await;
+}
+
+// contract: H11, D3, D8
+#[tokio::test]
+async fn readiness_requires_the_entity_fence_trigger_enabled_and_as_cohort_defines_it() {
+    let (db, schema) = db_with_cohort("public").await;
+    let table = "retention_holds";
+    let ours = "retention_holds_entity_fence";
+    let disabled = || {
+        vec![ReadinessProblem::DisabledTrigger {
+            table,
+            trigger: ours.into(),
+        }]
+    };
+    let misdefined = |trigger: &str| {
+        vec![ReadinessProblem::MisdefinedTrigger {
+            table,
+            trigger: trigger.into(),
+            expected:
+                "BEFORE INSERT OR UPDATE FOR EACH ROW, on every column, without a WHEN condition"
+                    .into(),
+        }]
+    };
+    let recreate = |how: &str| {
+        format!(
+            "DROP TRIGGER retention_holds_entity_fence ON retention_holds; \
+             CREATE TRIGGER retention_holds_entity_fence {how} \
+             EXECUTE FUNCTION public.retention_holds_entity_fence();"
+        )
+    };
+    let cases: Vec<(&str, String, Vec<ReadinessProblem>)> = vec![
+        ("as migrated", String::new(), vec![]),
+        (
+            "disabled",
+            "ALTER TABLE retention_holds DISABLE TRIGGER retention_holds_entity_fence".into(),
+            disabled(),
+        ),
+        (
+            "replica only",
+            "ALTER TABLE retention_holds ENABLE REPLICA TRIGGER retention_holds_entity_fence".into(),
+            disabled(),
+        ),
+        (
+            "always",
+            "ALTER TABLE retention_holds ENABLE ALWAYS TRIGGER retention_holds_entity_fence".into(),
+            vec![],
+        ),
+        (
+            "after",
+            recreate("AFTER INSERT OR UPDATE ON retention_holds FOR EACH ROW"),
+            misdefined(ours),
+        ),
+        (
+            "insert only",
+            recreate("BEFORE INSERT ON retention_holds FOR EACH ROW"),
+            misdefined(ours),
+        ),
+        (
+            "with delete",
+            recreate("BEFORE INSERT OR UPDATE OR DELETE ON retention_holds FOR EACH ROW"),
+            misdefined(ours),
+        ),
+        (
+            "per statement",
+            recreate("BEFORE INSERT OR UPDATE ON retention_holds FOR EACH STATEMENT"),
+            misdefined(ours),
+        ),
+        (
+            "some columns",
+            recreate("BEFORE INSERT OR UPDATE OF reason ON retention_holds FOR EACH ROW"),
+            misdefined(ours),
+        ),
+        (
+            "conditional",
+            recreate(
+                "BEFORE INSERT OR UPDATE ON retention_holds FOR EACH ROW WHEN (NEW.reason <> '')",
+            ),
+            misdefined(ours),
+        ),
+        (
+            "disabled and misdefined",
+            recreate("AFTER INSERT ON retention_holds FOR EACH ROW")
+                + "ALTER TABLE retention_holds DISABLE TRIGGER retention_holds_entity_fence;",
+            [disabled(), misdefined(ours)].concat(),
+        ),
+        (
+            "another name",
+            "ALTER TRIGGER retention_holds_entity_fence ON retention_holds RENAME TO my_fence".into(),
+            vec![],
+        ),
+        (
+            "dropped",
+            "DROP TRIGGER retention_holds_entity_fence ON retention_holds".into(),
+            vec![ReadinessProblem::MissingTrigger {
+                table,
+                trigger: ours,
+            }],
+        ),
+        (
+            "a look-alike function in another schema",
+            "CREATE SCHEMA lookalike; \
+             CREATE FUNCTION lookalike.retention_holds_entity_fence() RETURNS trigger \
+                 LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$; \
+             DROP TRIGGER retention_holds_entity_fence ON retention_holds; \
+             CREATE TRIGGER retention_holds_entity_fence BEFORE INSERT OR UPDATE ON retention_holds \
+                 FOR EACH ROW EXECUTE FUNCTION lookalike.retention_holds_entity_fence();"
+                .into(),
+            vec![ReadinessProblem::MissingTrigger {
+                table,
+                trigger: ours,
+            }],
+        ),
+        (
+            "a body that takes no lock",
+            "CREATE OR REPLACE FUNCTION public.retention_holds_entity_fence() RETURNS trigger \
+                 LANGUAGE plpgsql SET search_path = pg_catalog AS $$ BEGIN RETURN NEW; END $$"
+                .into(),
+            vec![ReadinessProblem::ChangedFunction { function: ours }],
+        ),
+        (
+            "search_path reset",
+            "ALTER FUNCTION public.retention_holds_entity_fence() RESET search_path".into(),
+            vec![ReadinessProblem::ChangedFunction { function: ours }],
+        ),
+        (
+            "function dropped",
+            "DROP FUNCTION public.retention_holds_entity_fence() CASCADE".into(),
+            vec![
+                ReadinessProblem::MissingFunction { function: ours },
+                ReadinessProblem::MissingTrigger {
+                    table,
+                    trigger: ours,
+                },
+            ],
+        ),
+    ];
+    let mut conn = db.pool().acquire().await.expect("conn");
+    for (case, sql, expected) in cases {
+        reset_fence(&db, &schema).await;
+        if !sql.is_empty() {
+            db.exec(&sql).await;
+        }
+        let report = check_readiness(&mut conn, &schema)
+            .await
+            .expect("readiness");
+        assert_eq!(report.problems, expected, "{case}: {report}");
+        assert_eq!(report.installed_version, Some(2), "{case}");
+    }
+
+    reset_fence(&db, &schema).await;
+    db.exec("ALTER TABLE retention_holds DISABLE TRIGGER retention_holds_entity_fence")
+        .await;
+    let err = check_readiness(&mut conn, &schema)
+        .await
+        .expect("readiness")
+        .into_result()
+        .expect_err("not ready");
+    assert!(
+        err.to_string()
+            .contains("trigger retention_holds_entity_fence on retention_holds is disabled"),
+        "{err}"
+    );
 }
 
 // contract: D4
@@ -269,10 +506,15 @@ async fn readiness_of_one_schema_never_reads_another() {
     let mut conn = db.pool().acquire().await.expect("conn");
     let other = SchemaName::new("retention").expect("valid");
     let report = check_readiness(&mut conn, &other).await.expect("readiness");
-    assert_eq!(report.problems.len(), 5, "{report}");
+    // public's version marker is not retention's.
+    assert_eq!(report.installed_version, None, "{report}");
+    assert_eq!(report.problems.len(), 6, "{report}");
+    assert!(matches!(
+        &report.problems[0],
+        ReadinessProblem::MissingMigrations { installed: None, missing, .. } if missing.len() == 2
+    ));
     assert!(
-        report
-            .problems
+        report.problems[1..]
             .iter()
             .all(|p| matches!(p, ReadinessProblem::MissingTable { .. }))
     );

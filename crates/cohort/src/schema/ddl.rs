@@ -1,143 +1,242 @@
-//! The DDL of Cohort's five tables, for the host's migrations.
+//! Rendering the migrations' SQL from the table spec.
+//!
+//! Every name is written quoted ([`Ident`]), every relation schema-qualified,
+//! and no name ever appears in a SQL comment (a name may contain a newline).
+
+use std::fmt::Write as _;
 
 use super::SchemaName;
+use super::migrations::MigrationInfo;
+use super::spec::{
+    FUNCTION_SEARCH_PATH, FunctionSpec, TABLES, TableSpec, TriggerSpec, VERSION_TABLE,
+};
+use crate::sql::Ident;
 
-/// The tables, with `{s}` standing for the quoted schema name. Constraint and
-/// index names are fixed: readiness looks for the CHECK constraints by name.
-const TEMPLATE: &str = r#"CREATE SCHEMA IF NOT EXISTS {s};
+/// The dollar-quote tag around function bodies (the bodies are fixed text
+/// that never contains it; a unit test checks).
+const BODY_TAG: &str = "$cohort$";
 
-CREATE TABLE {s}."sweep_run" (
-    "run_id"       uuid        NOT NULL,
-    "run_kind"     text        NOT NULL,
-    "trigger"      text        NOT NULL,
-    "dry_run"      boolean     NOT NULL,
-    "tenant_id"    uuid        NOT NULL,
-    "logical_now"  timestamptz NOT NULL,
-    "status"       text        NOT NULL,
-    "started_at"   timestamptz NOT NULL,
-    "settled_at"   timestamptz NULL,
-    "error"        text        NULL,
-    CONSTRAINT "sweep_run_pkey" PRIMARY KEY ("run_id"),
-    CONSTRAINT "sweep_run_kind_check" CHECK ("run_kind" IN ('Sweep', 'Erasure')),
-    CONSTRAINT "sweep_run_trigger_check" CHECK ("trigger" IN ('Scheduled', 'Manual')),
-    CONSTRAINT "sweep_run_status_check"
-        CHECK ("status" IN ('Started', 'Succeeded', 'PartiallyFailed', 'Failed', 'Cancelled')),
-    CONSTRAINT "sweep_run_settled_check" CHECK (("status" = 'Started') = ("settled_at" IS NULL))
-);
-CREATE INDEX "sweep_run_status_started_idx" ON {s}."sweep_run" ("status", "started_at");
+/// The comment on `sweep_run` that records the installed schema version.
+pub(super) fn version_marker(version: i64) -> String {
+    format!("cohort schema version {version}")
+}
 
-CREATE TABLE {s}."sweep_run_entity_summary" (
-    "summary_id"          bigint      GENERATED ALWAYS AS IDENTITY,
-    "run_id"              uuid        NOT NULL,
-    "retained_entity_id"  uuid        NOT NULL,
-    "entity_type"         text        NOT NULL,
-    "category"            text        NOT NULL,
-    "tenant_id"           uuid        NOT NULL,
-    "strategy"            text        NOT NULL,
-    "status"              text        NOT NULL,
-    "affected_count"      bigint      NOT NULL,
-    "held_count"          bigint      NOT NULL,
-    "skipped_count"       bigint      NOT NULL,
-    "null_anchor_count"   bigint      NOT NULL,
-    "applied_period"      text        NULL,
-    "cutoff"              timestamptz NULL,
-    "rule_source"         text        NULL,
-    "rule_reason"         text        NULL,
-    "error"               text        NULL,
-    "updated_at"          timestamptz NOT NULL,
-    CONSTRAINT "sweep_run_entity_summary_pkey" PRIMARY KEY ("summary_id"),
-    CONSTRAINT "sweep_run_entity_summary_run_fkey"
-        FOREIGN KEY ("run_id") REFERENCES {s}."sweep_run" ("run_id"),
-    CONSTRAINT "sweep_run_entity_summary_key"
-        UNIQUE ("run_id", "retained_entity_id", "category", "tenant_id", "strategy"),
-    CONSTRAINT "sweep_run_entity_summary_strategy_check"
-        CHECK ("strategy" IN ('Purge', 'SoftDelete', 'Anonymise', 'Exempt', 'Unresolved')),
-    CONSTRAINT "sweep_run_entity_summary_status_check"
-        CHECK ("status" IN ('Running', 'Succeeded', 'Failed', 'Cancelled')),
-    CONSTRAINT "sweep_run_entity_summary_counts_check"
-        CHECK ("affected_count" >= 0 AND "held_count" >= 0 AND "skipped_count" >= 0
-               AND "null_anchor_count" >= 0)
-);
+/// The version a `sweep_run` comment records, if it is a Cohort marker.
+pub(super) fn parse_version_marker(comment: &str) -> Option<i64> {
+    let digits = comment.strip_prefix("cohort schema version ")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
 
-CREATE TABLE {s}."sweep_run_row_detail" (
-    "detail_id"           bigint      GENERATED ALWAYS AS IDENTITY,
-    "run_id"              uuid        NOT NULL,
-    "retained_entity_id"  uuid        NOT NULL,
-    "entity_type"         text        NOT NULL,
-    "record_id"           text        NOT NULL,
-    "tenant_id"           uuid        NOT NULL,
-    "action"              text        NOT NULL,
-    "captured_payload"    jsonb       NULL,
-    "created_at"          timestamptz NOT NULL,
-    CONSTRAINT "sweep_run_row_detail_pkey" PRIMARY KEY ("detail_id"),
-    CONSTRAINT "sweep_run_row_detail_run_fkey"
-        FOREIGN KEY ("run_id") REFERENCES {s}."sweep_run" ("run_id"),
-    CONSTRAINT "sweep_run_row_detail_key" UNIQUE ("run_id", "retained_entity_id", "record_id"),
-    CONSTRAINT "sweep_run_row_detail_action_check"
-        CHECK ("action" IN ('Purge', 'SoftDelete', 'Anonymise'))
-);
-CREATE INDEX "sweep_run_row_detail_created_idx" ON {s}."sweep_run_row_detail" ("created_at");
+fn q(name: &'static str) -> Ident {
+    Ident::known(name)
+}
 
-CREATE TABLE {s}."sweep_row_handler_status" (
-    "work_id"              bigint      GENERATED ALWAYS AS IDENTITY,
-    "detail_id"            bigint      NOT NULL,
-    "run_id"               uuid        NOT NULL,
-    "retained_entity_id"   uuid        NOT NULL,
-    "record_id"            text        NOT NULL,
-    "tenant_id"            uuid        NOT NULL,
-    "handler_id"           text        NOT NULL,
-    "priority"             integer     NOT NULL,
-    "state"                text        NOT NULL,
-    "attempts"             integer     NOT NULL,
-    "claim_token"          uuid        NULL,
-    "claim_expires_at"     timestamptz NULL,
-    "not_before"           timestamptz NOT NULL,
-    "after_sweep_settled"  boolean     NOT NULL,
-    "last_error"           text        NULL,
-    "created_at"           timestamptz NOT NULL,
-    "updated_at"           timestamptz NOT NULL,
-    CONSTRAINT "sweep_row_handler_status_pkey" PRIMARY KEY ("work_id"),
-    CONSTRAINT "sweep_row_handler_status_detail_fkey"
-        FOREIGN KEY ("detail_id") REFERENCES {s}."sweep_run_row_detail" ("detail_id"),
-    CONSTRAINT "sweep_row_handler_status_key" UNIQUE ("detail_id", "handler_id"),
-    CONSTRAINT "sweep_row_handler_status_state_check"
-        CHECK ("state" IN ('Pending', 'InFlight', 'Succeeded', 'DeadLettered')),
-    CONSTRAINT "sweep_row_handler_status_attempts_check" CHECK ("attempts" >= 0),
-    CONSTRAINT "sweep_row_handler_status_claim_check"
-        CHECK (("state" = 'InFlight') = ("claim_token" IS NOT NULL))
-);
-CREATE INDEX "sweep_row_handler_status_due_idx"
-    ON {s}."sweep_row_handler_status" ("state", "not_before");
+fn column_list(columns: &[&'static str]) -> String {
+    columns
+        .iter()
+        .map(|c| q(c).to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
-CREATE TABLE {s}."retention_holds" (
-    "hold_id"             uuid        NOT NULL,
-    "retained_entity_id"  uuid        NOT NULL,
-    "record_id"           text        NOT NULL,
-    "tenant_id"           uuid        NULL,
-    "reason"              text        NOT NULL,
-    "created_at"          timestamptz NOT NULL,
-    "expires_at"          timestamptz NULL,
-    "removed_at"          timestamptz NULL,
-    CONSTRAINT "retention_holds_pkey" PRIMARY KEY ("hold_id"),
-    CONSTRAINT "retention_holds_record_id_check" CHECK ("record_id" <> ''),
-    CONSTRAINT "retention_holds_expiry_check"
-        CHECK ("expires_at" IS NULL OR "expires_at" > "created_at")
-);
-CREATE INDEX "retention_holds_record_idx"
-    ON {s}."retention_holds" ("retained_entity_id", "record_id");
-"#;
+fn marker_statement(schema: &SchemaName, version: i64) -> String {
+    // The marker is fixed text (no name, no input): a literal is safe here,
+    // and DDL cannot take bind parameters.
+    format!(
+        "COMMENT ON TABLE {} IS '{}';\n",
+        schema.table(VERSION_TABLE),
+        version_marker(version)
+    )
+}
 
-/// The DDL that creates Cohort's five tables (and the schema, if missing) in
-/// `schema`, for the host to put in its own migrations.
-///
-/// The schema name is always written quoted, so names that need quoting
-/// (capitals, spaces, quotes) work as given.
-///
-/// ```
-/// let sql = cohort::schema::ddl(&cohort::schema::SchemaName::new("Retention")?);
-/// assert!(sql.contains(r#"CREATE TABLE "Retention"."sweep_run""#));
-/// # Ok::<(), cohort::Error>(())
-/// ```
-pub fn ddl(schema: &SchemaName) -> String {
-    TEMPLATE.replace("{s}", &schema.ident().to_string())
+fn create_table(out: &mut String, schema: &SchemaName, t: &TableSpec) {
+    let mut lines: Vec<String> = Vec::new();
+    for c in t.columns {
+        let nullability = if c.identity {
+            "GENERATED ALWAYS AS IDENTITY"
+        } else if c.not_null {
+            "NOT NULL"
+        } else {
+            "NULL"
+        };
+        lines.push(format!("{} {} {nullability}", q(c.name), c.ty.ddl()));
+    }
+    lines.push(format!(
+        "CONSTRAINT {} PRIMARY KEY ({})",
+        q(t.primary_key.name),
+        column_list(t.primary_key.columns)
+    ));
+    for fk in t.foreign_keys {
+        lines.push(format!(
+            "CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {} ({})",
+            q(fk.name),
+            column_list(fk.columns),
+            schema.table(fk.references),
+            column_list(fk.referenced_columns)
+        ));
+    }
+    for u in t.unique {
+        lines.push(format!(
+            "CONSTRAINT {} UNIQUE ({})",
+            q(u.name),
+            column_list(u.columns)
+        ));
+    }
+    for c in t.checks {
+        lines.push(format!("CONSTRAINT {} CHECK ({})", q(c.name), c.expression));
+    }
+    let _ = writeln!(
+        out,
+        "CREATE TABLE IF NOT EXISTS {} (\n    {}\n);",
+        schema.table(t.name),
+        lines.join(",\n    ")
+    );
+    for i in t.indexes {
+        let _ = writeln!(
+            out,
+            "CREATE INDEX IF NOT EXISTS {} ON {} ({});",
+            q(i.name),
+            schema.table(t.name),
+            column_list(i.columns)
+        );
+    }
+    out.push('\n');
+}
+
+fn function_name(schema: &SchemaName, f: &FunctionSpec) -> String {
+    format!("{}.{}", schema.ident(), q(f.name))
+}
+
+fn create_trigger(out: &mut String, schema: &SchemaName, t: &TableSpec, trigger: &TriggerSpec) {
+    let f = trigger.function;
+    let _ = writeln!(
+        out,
+        "CREATE OR REPLACE FUNCTION {}() RETURNS pg_catalog.trigger\n    \
+         LANGUAGE plpgsql\n    SET search_path = {FUNCTION_SEARCH_PATH}\n    AS {BODY_TAG}{}{BODY_TAG};\n",
+        function_name(schema, f),
+        (f.body)()
+    );
+    let _ = writeln!(
+        out,
+        "CREATE OR REPLACE TRIGGER {}\n    {} ON {}\n    FOR EACH ROW EXECUTE FUNCTION {}();\n",
+        q(trigger.name),
+        trigger.timing_and_events(),
+        schema.table(t.name),
+        function_name(schema, f)
+    );
+}
+
+fn drop_trigger(out: &mut String, schema: &SchemaName, t: &TableSpec, trigger: &TriggerSpec) {
+    let _ = writeln!(
+        out,
+        "DROP TRIGGER IF EXISTS {} ON {};\nDROP FUNCTION IF EXISTS {}();\n",
+        q(trigger.name),
+        schema.table(t.name),
+        function_name(schema, trigger.function)
+    );
+}
+
+fn header(info: &MigrationInfo) -> String {
+    format!(
+        "-- Cohort schema migration {} ({}): {}.\n\
+         -- Generated by cohort::schema::migrations; Cohort's readiness check expects this shape.\n\n",
+        info.version, info.name, info.summary
+    )
+}
+
+/// The SQL that applies migration `info` in `schema`. Re-applying it is
+/// harmless: tables and indexes are created if missing, functions and
+/// triggers replaced.
+pub(super) fn up_sql(schema: &SchemaName, info: &MigrationInfo) -> String {
+    let mut out = header(info);
+    if info.version == 1 {
+        let _ = writeln!(out, "CREATE SCHEMA IF NOT EXISTS {};\n", schema.ident());
+    }
+    for t in TABLES.iter().filter(|t| t.since == info.version) {
+        create_table(&mut out, schema, t);
+    }
+    for t in &TABLES {
+        for trigger in t.triggers.iter().filter(|g| g.since == info.version) {
+            create_trigger(&mut out, schema, t, trigger);
+        }
+    }
+    out.push_str(&marker_statement(schema, info.version));
+    out
+}
+
+/// The SQL that reverts migration `info`, when that loses no data: a
+/// migration that creates tables has none (dropping them would drop the
+/// ledger and the holds).
+pub(super) fn down_sql(schema: &SchemaName, info: &MigrationInfo) -> Option<String> {
+    if TABLES.iter().any(|t| t.since == info.version) || info.version <= 1 {
+        return None;
+    }
+    let mut out = format!(
+        "-- Reverts Cohort schema migration {} ({}).\n\n",
+        info.version, info.name
+    );
+    for t in TABLES.iter().rev() {
+        for trigger in t.triggers.iter().filter(|g| g.since == info.version) {
+            drop_trigger(&mut out, schema, t, trigger);
+        }
+    }
+    out.push_str(&marker_statement(schema, info.version - 1));
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::migrations::MIGRATIONS;
+
+    #[test]
+    fn markers_round_trip_and_nothing_else_parses() {
+        assert_eq!(parse_version_marker(&version_marker(2)), Some(2));
+        assert_eq!(parse_version_marker(&version_marker(12345)), Some(12345));
+        for other in [
+            "",
+            "cohort schema version ",
+            "cohort schema version -1",
+            "cohort schema version 2 ",
+            "Cohort schema version 2",
+            "cohort schema version 99999999999999999999",
+            "audit tables",
+        ] {
+            assert_eq!(parse_version_marker(other), None, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn bodies_never_contain_their_dollar_quote_tag() {
+        for t in &TABLES {
+            for trigger in t.triggers {
+                assert!(!(trigger.function.body)().contains(BODY_TAG));
+            }
+        }
+    }
+
+    #[test]
+    fn names_never_reach_comments() {
+        let schema = SchemaName::new("x\nDROP TABLE users; --").expect("valid");
+        for info in &MIGRATIONS {
+            let sql = up_sql(&schema, info) + &down_sql(&schema, info).unwrap_or_default();
+            for line in sql.lines().filter(|l| l.trim_start().starts_with("--")) {
+                assert!(!line.contains("DROP TABLE users"), "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_migrations_without_tables_can_be_reverted() {
+        let schema = SchemaName::public();
+        assert_eq!(down_sql(&schema, &MIGRATIONS[0]), None);
+        let down = down_sql(&schema, &MIGRATIONS[1]).expect("reversible");
+        assert!(down.contains(r#"DROP TRIGGER IF EXISTS "retention_holds_entity_fence" ON "public"."retention_holds";"#));
+        assert!(down.ends_with(
+            "COMMENT ON TABLE \"public\".\"sweep_run\" IS 'cohort schema version 1';\n"
+        ));
+    }
 }

@@ -1,24 +1,21 @@
-//! Cohort's five tables: their DDL for the host's migrations, and the readiness
-//! check that proves they are installed.
+//! Cohort's five tables: numbered migrations for the host's migration tool,
+//! and the readiness check that proves they are installed.
 //!
-//! Cohort never creates or alters its tables at run time. Put the output of
-//! [`ddl`] into a migration of your own, for example with sqlx:
+//! Cohort never creates or alters its tables at run time: put
+//! [`migrations`] (or [`ddl`], all of them in one script) into your
+//! migrations, and every Cohort entry point runs [`check_readiness`] for you.
 //!
-//! ```no_run
-//! // build.rs or a one-off: write the migration file once, then commit it.
-//! let schema = cohort::schema::SchemaName::new("retention")?;
-//! std::fs::write("migrations/20260101000000_cohort.sql", cohort::schema::ddl(&schema))?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
-//!
-//! and apply it with `sqlx migrate run` (or `sqlx::migrate!().run(&pool)`) before
-//! the application starts. Then [`check_readiness`] (which every Cohort entry
-//! point runs for you) confirms the tables are there.
+#![doc = include_str!("../../../../docs/schema.md")]
 
 mod ddl;
+pub(crate) mod fence;
+mod migrations;
 mod readiness;
+mod spec;
 
-pub use ddl::ddl;
+pub use migrations::{
+    Layout, Migration, MigrationId, SCHEMA_VERSION, ddl, migrations, write_migration_files,
+};
 pub use readiness::{ReadinessProblem, ReadinessReport, ReadinessWarning, check_readiness};
 
 use crate::error::Error;

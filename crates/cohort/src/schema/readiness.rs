@@ -1,183 +1,38 @@
 //! Readiness: proving from `pg_catalog` that Cohort's tables have the shape it
-//! relies on. Every problem is collected before reporting.
+//! relies on, at the schema version it needs. Every problem is collected
+//! before reporting. What is required comes from the table spec
+//! ([`super::spec`]), the same one the migrations' DDL is rendered from.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use sqlx::{Acquire, PgConnection, Row};
 
-use super::{SchemaName, TABLES};
+use super::SchemaName;
+use super::ddl::parse_version_marker;
+use super::migrations::{MigrationId, SCHEMA_VERSION, migration_ids};
+use super::spec::{
+    FUNCTION_SEARCH_PATH, FunctionSpec, TABLES as SPEC, TableSpec, TriggerSpec, VERSION_TABLE,
+};
 use crate::error::Error;
 use crate::sql::{pin_search_path, restore_search_path};
-
-/// One column Cohort reads or writes.
-struct ColumnSpec {
-    name: &'static str,
-    /// As printed by `pg_catalog.format_type`.
-    ty: &'static str,
-    not_null: bool,
-}
-
-struct TableSpec {
-    name: &'static str,
-    columns: &'static [ColumnSpec],
-    primary_key: &'static [&'static str],
-    /// Keys Cohort relies on for `ON CONFLICT` and for correctness.
-    unique: &'static [&'static [&'static str]],
-    /// CHECK constraints, by name.
-    checks: &'static [&'static str],
-    /// Indexes that only make Cohort fast: missing ones are warnings.
-    speed: &'static [&'static [&'static str]],
-}
-
-const fn col(name: &'static str, ty: &'static str, not_null: bool) -> ColumnSpec {
-    ColumnSpec { name, ty, not_null }
-}
-
-const UUID: &str = "uuid";
-const TEXT: &str = "text";
-const TS: &str = "timestamp with time zone";
-const BIGINT: &str = "bigint";
-const INT: &str = "integer";
-const BOOL: &str = "boolean";
-const JSONB: &str = "jsonb";
-
-const SPEC: [TableSpec; 5] = [
-    TableSpec {
-        name: "sweep_run",
-        columns: &[
-            col("run_id", UUID, true),
-            col("run_kind", TEXT, true),
-            col("trigger", TEXT, true),
-            col("dry_run", BOOL, true),
-            col("tenant_id", UUID, true),
-            col("logical_now", TS, true),
-            col("status", TEXT, true),
-            col("started_at", TS, true),
-            col("settled_at", TS, false),
-            col("error", TEXT, false),
-        ],
-        primary_key: &["run_id"],
-        unique: &[],
-        checks: &[
-            "sweep_run_kind_check",
-            "sweep_run_trigger_check",
-            "sweep_run_status_check",
-            "sweep_run_settled_check",
-        ],
-        speed: &[&["status", "started_at"]],
-    },
-    TableSpec {
-        name: "sweep_run_entity_summary",
-        columns: &[
-            col("summary_id", BIGINT, true),
-            col("run_id", UUID, true),
-            col("retained_entity_id", UUID, true),
-            col("entity_type", TEXT, true),
-            col("category", TEXT, true),
-            col("tenant_id", UUID, true),
-            col("strategy", TEXT, true),
-            col("status", TEXT, true),
-            col("affected_count", BIGINT, true),
-            col("held_count", BIGINT, true),
-            col("skipped_count", BIGINT, true),
-            col("null_anchor_count", BIGINT, true),
-            col("applied_period", TEXT, false),
-            col("cutoff", TS, false),
-            col("rule_source", TEXT, false),
-            col("rule_reason", TEXT, false),
-            col("error", TEXT, false),
-            col("updated_at", TS, true),
-        ],
-        primary_key: &["summary_id"],
-        unique: &[&[
-            "run_id",
-            "retained_entity_id",
-            "category",
-            "tenant_id",
-            "strategy",
-        ]],
-        checks: &[
-            "sweep_run_entity_summary_strategy_check",
-            "sweep_run_entity_summary_status_check",
-            "sweep_run_entity_summary_counts_check",
-        ],
-        speed: &[],
-    },
-    TableSpec {
-        name: "sweep_run_row_detail",
-        columns: &[
-            col("detail_id", BIGINT, true),
-            col("run_id", UUID, true),
-            col("retained_entity_id", UUID, true),
-            col("entity_type", TEXT, true),
-            col("record_id", TEXT, true),
-            col("tenant_id", UUID, true),
-            col("action", TEXT, true),
-            col("captured_payload", JSONB, false),
-            col("created_at", TS, true),
-        ],
-        primary_key: &["detail_id"],
-        unique: &[&["run_id", "retained_entity_id", "record_id"]],
-        checks: &["sweep_run_row_detail_action_check"],
-        speed: &[&["created_at"]],
-    },
-    TableSpec {
-        name: "sweep_row_handler_status",
-        columns: &[
-            col("work_id", BIGINT, true),
-            col("detail_id", BIGINT, true),
-            col("run_id", UUID, true),
-            col("retained_entity_id", UUID, true),
-            col("record_id", TEXT, true),
-            col("tenant_id", UUID, true),
-            col("handler_id", TEXT, true),
-            col("priority", INT, true),
-            col("state", TEXT, true),
-            col("attempts", INT, true),
-            col("claim_token", UUID, false),
-            col("claim_expires_at", TS, false),
-            col("not_before", TS, true),
-            col("after_sweep_settled", BOOL, true),
-            col("last_error", TEXT, false),
-            col("created_at", TS, true),
-            col("updated_at", TS, true),
-        ],
-        primary_key: &["work_id"],
-        unique: &[&["detail_id", "handler_id"]],
-        checks: &[
-            "sweep_row_handler_status_state_check",
-            "sweep_row_handler_status_attempts_check",
-            "sweep_row_handler_status_claim_check",
-        ],
-        speed: &[&["state", "not_before"]],
-    },
-    TableSpec {
-        name: "retention_holds",
-        columns: &[
-            col("hold_id", UUID, true),
-            col("retained_entity_id", UUID, true),
-            col("record_id", TEXT, true),
-            col("tenant_id", UUID, false),
-            col("reason", TEXT, true),
-            col("created_at", TS, true),
-            col("expires_at", TS, false),
-            col("removed_at", TS, false),
-        ],
-        primary_key: &["hold_id"],
-        unique: &[],
-        checks: &[
-            "retention_holds_record_id_check",
-            "retention_holds_expiry_check",
-        ],
-        speed: &[&["retained_entity_id", "record_id"]],
-    },
-];
 
 /// Something that stops Cohort from running against the installed tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReadinessProblem {
+    /// The installed schema version is older than this library needs (or
+    /// none is recorded): these migrations are missing. Elements those
+    /// migrations add are not judged separately.
+    MissingMigrations {
+        /// The version recorded on `sweep_run` (`None`: no Cohort version
+        /// marker, as on tables made by an older `ddl()` or by hand).
+        installed: Option<i64>,
+        /// The version this library needs ([`crate::schema::SCHEMA_VERSION`]).
+        required: i64,
+        /// The migrations to apply, in order.
+        missing: Vec<MigrationId>,
+    },
     /// The table does not exist in the schema (or is not an ordinary or partitioned table).
     MissingTable {
         /// The table.
@@ -239,11 +94,98 @@ pub enum ReadinessProblem {
         /// The constraint's name.
         constraint: &'static str,
     },
+    /// One of Cohort's trigger functions is missing from the schema.
+    MissingFunction {
+        /// The function (in Cohort's schema, no arguments).
+        function: &'static str,
+    },
+    /// One of Cohort's trigger functions exists but is not Cohort's: its
+    /// body, language, return type or `search_path` setting differ.
+    ChangedFunction {
+        /// The function (in Cohort's schema, no arguments).
+        function: &'static str,
+    },
+    /// No trigger on the table calls Cohort's trigger function.
+    MissingTrigger {
+        /// The table.
+        table: &'static str,
+        /// The trigger Cohort creates.
+        trigger: &'static str,
+    },
+    /// The trigger calling Cohort's function is disabled (`ALTER TABLE ...
+    /// DISABLE TRIGGER`, or enabled for replica sessions only), so it does
+    /// not fire in ordinary sessions.
+    DisabledTrigger {
+        /// The table.
+        table: &'static str,
+        /// The trigger's name as installed.
+        trigger: String,
+    },
+    /// The trigger calling Cohort's function fires at other times, on other
+    /// events, per statement, on some columns only, or under a `WHEN`
+    /// condition.
+    MisdefinedTrigger {
+        /// The table.
+        table: &'static str,
+        /// The trigger's name as installed.
+        trigger: String,
+        /// How it must fire.
+        expected: String,
+    },
+}
+
+impl ReadinessProblem {
+    /// The table the problem is on, if it is on one.
+    pub fn table(&self) -> Option<&'static str> {
+        match self {
+            ReadinessProblem::MissingMigrations { .. }
+            | ReadinessProblem::MissingFunction { .. }
+            | ReadinessProblem::ChangedFunction { .. } => None,
+            ReadinessProblem::MissingTable { table }
+            | ReadinessProblem::MissingColumn { table, .. }
+            | ReadinessProblem::WrongColumnType { table, .. }
+            | ReadinessProblem::WrongNullability { table, .. }
+            | ReadinessProblem::MissingPrimaryKey { table, .. }
+            | ReadinessProblem::MissingUniqueIndex { table, .. }
+            | ReadinessProblem::DeferrableUniqueIndex { table, .. }
+            | ReadinessProblem::MissingCheck { table, .. }
+            | ReadinessProblem::MissingTrigger { table, .. }
+            | ReadinessProblem::DisabledTrigger { table, .. }
+            | ReadinessProblem::MisdefinedTrigger { table, .. } => Some(table),
+        }
+    }
+}
+
+fn list(ids: &[MigrationId]) -> String {
+    ids.iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn version_text(v: Option<i64>) -> String {
+    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
 }
 
 impl fmt::Display for ReadinessProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ReadinessProblem::MissingMigrations {
+                installed,
+                required,
+                missing,
+            } => match installed {
+                Some(v) => write!(
+                    f,
+                    "Cohort's schema is at version {v}, this library needs {required}: apply migration(s) {}",
+                    list(missing)
+                ),
+                None => write!(
+                    f,
+                    "no Cohort schema version is recorded on sweep_run (this library needs {required}): apply migration(s) {}",
+                    list(missing)
+                ),
+            },
             ReadinessProblem::MissingTable { table } => write!(f, "table {table} is missing"),
             ReadinessProblem::MissingColumn { table, column } => {
                 write!(f, "column {table}.{column} is missing")
@@ -287,6 +229,24 @@ impl fmt::Display for ReadinessProblem {
             ReadinessProblem::MissingCheck { table, constraint } => {
                 write!(f, "table {table} lacks CHECK constraint {constraint}")
             }
+            ReadinessProblem::MissingFunction { function } => {
+                write!(f, "trigger function {function}() is missing")
+            }
+            ReadinessProblem::ChangedFunction { function } => write!(
+                f,
+                "trigger function {function}() is not Cohort's (its body, language, return type or search_path differ)"
+            ),
+            ReadinessProblem::MissingTrigger { table, trigger } => {
+                write!(f, "table {table} lacks trigger {trigger}")
+            }
+            ReadinessProblem::DisabledTrigger { table, trigger } => {
+                write!(f, "trigger {trigger} on {table} is disabled")
+            }
+            ReadinessProblem::MisdefinedTrigger {
+                table,
+                trigger,
+                expected,
+            } => write!(f, "trigger {trigger} on {table} must fire {expected}"),
         }
     }
 }
@@ -302,6 +262,15 @@ pub enum ReadinessWarning {
         /// The key columns an index should start with.
         columns: &'static [&'static str],
     },
+    /// The installed schema version is newer than this library knows.
+    /// Everything this library needs is there (otherwise there would be
+    /// problems), so it runs; upgrade Cohort to match.
+    NewerSchemaVersion {
+        /// The version recorded on `sweep_run`.
+        installed: i64,
+        /// The newest version this library knows ([`crate::schema::SCHEMA_VERSION`]).
+        supported: i64,
+    },
 }
 
 impl fmt::Display for ReadinessWarning {
@@ -312,15 +281,31 @@ impl fmt::Display for ReadinessWarning {
                 "table {table} has no index on ({}); Cohort works but is slower",
                 columns.join(", ")
             ),
+            ReadinessWarning::NewerSchemaVersion {
+                installed,
+                supported,
+            } => write!(
+                f,
+                "Cohort's schema is at version {installed}, newer than this library's {supported}; upgrade Cohort"
+            ),
         }
     }
 }
 
 /// The outcome of a readiness check: every problem and every warning at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReadinessReport {
     /// The schema checked.
     pub schema: SchemaName,
+    /// The schema version recorded on `sweep_run` (the comment
+    /// `cohort schema version N`), `None` when there is no such marker.
+    pub installed_version: Option<i64>,
+    /// The version this library needs: [`crate::schema::SCHEMA_VERSION`].
+    pub required_version: i64,
+    /// The migrations the database lacks, in the order to apply them (also
+    /// reported as [`ReadinessProblem::MissingMigrations`]).
+    pub missing_migrations: Vec<MigrationId>,
     /// What stops Cohort from running. Empty when ready.
     pub problems: Vec<ReadinessProblem>,
     /// What only slows it down.
@@ -345,12 +330,17 @@ impl ReadinessReport {
 
 impl fmt::Display for ReadinessReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let versions = format!(
+            "installed version: {}, required: {}",
+            version_text(self.installed_version),
+            self.required_version
+        );
         if self.is_ready() {
-            writeln!(f, "schema {:?}: ready", self.schema.as_str())?;
+            writeln!(f, "schema {:?}: ready ({versions})", self.schema.as_str())?;
         } else {
             writeln!(
                 f,
-                "schema {:?}: {} problem(s)",
+                "schema {:?}: {} problem(s) ({versions})",
                 self.schema.as_str(),
                 self.problems.len()
             )?;
@@ -365,7 +355,7 @@ impl fmt::Display for ReadinessReport {
     }
 }
 
-/// An index or key as the catalog has it.
+/// An index or key as the catalog has it (valid, ready indexes only).
 struct IndexInfo {
     table: String,
     columns: Vec<String>,
@@ -375,21 +365,113 @@ struct IndexInfo {
     deferrable: bool,
 }
 
-/// Reads the catalog and reports whether Cohort's five tables in `schema` have
-/// every column, key, unique index and CHECK constraint Cohort relies on.
+/// A function of the schema, taking no arguments.
+struct FunctionInfo {
+    language: String,
+    body: String,
+    config: Option<Vec<String>>,
+    returns_trigger: bool,
+}
+
+/// A user trigger on one of the tables, with the function it calls.
+struct TriggerInfo {
+    table: String,
+    name: String,
+    /// `pg_trigger.tgenabled`: `O` (origin and local), `A` (always), `R`
+    /// (replica only), `D` (disabled).
+    enabled: String,
+    /// `pg_trigger.tgtype` bits.
+    kind: i16,
+    on_some_columns: bool,
+    has_when: bool,
+    function_schema: String,
+    function_name: String,
+    function_args: i16,
+}
+
+// pg_trigger.tgtype bits (PostgreSQL's catalog/pg_trigger.h).
+const TRIGGER_TYPE_ROW: i16 = 1;
+const TRIGGER_TYPE_BEFORE: i16 = 1 << 1;
+const TRIGGER_TYPE_INSERT: i16 = 1 << 2;
+const TRIGGER_TYPE_UPDATE: i16 = 1 << 4;
+
+/// What Cohort read from the catalog.
+struct Catalog {
+    tables: BTreeSet<String>,
+    columns: BTreeMap<(String, String), (String, bool)>,
+    checks: BTreeSet<(String, String)>,
+    indexes: Vec<IndexInfo>,
+    functions: BTreeMap<String, FunctionInfo>,
+    triggers: Vec<TriggerInfo>,
+}
+
+/// Reads the catalog and reports whether Cohort's five tables in `schema`
+/// are at the schema version this library needs and have every column, key,
+/// unique index, CHECK constraint and trigger Cohort relies on.
 ///
-/// Missing speed-only indexes are returned as warnings and logged with
-/// `tracing::warn!`. The check runs in a transaction of its own (a savepoint
-/// when `conn` is already in one) with `search_path` pinned to `pg_catalog`, and
-/// reads only `pg_catalog`, so a hostile `search_path` or a same-named table in
-/// another schema cannot change the answer.
+/// The installed version is the one recorded in the comment on `sweep_run`
+/// (each migration ends by setting it); a database at an older version (or
+/// with no marker) is not ready, and the report names the missing migrations
+/// ([`ReadinessReport::missing_migrations`]). Invalid indexes (left by a
+/// failed `CREATE INDEX CONCURRENTLY`) count for nothing. Missing speed-only
+/// indexes and a schema newer than this library are returned as warnings
+/// and logged with `tracing::warn!`.
+///
+/// The check runs in a transaction of its own (a savepoint when `conn` is
+/// already in one) with `search_path` pinned to `pg_catalog`, and reads only
+/// `pg_catalog`, so a hostile `search_path` or a same-named table in another
+/// schema cannot change the answer.
 pub async fn check_readiness(
     conn: &mut PgConnection,
     schema: &SchemaName,
 ) -> Result<ReadinessReport, Error> {
     let mut tx = conn.begin().await?;
     let previous_path = pin_search_path(&mut tx).await?;
-    let names: Vec<&str> = TABLES.to_vec();
+    // On an error the transaction (or savepoint) rolls back when dropped,
+    // and the pinned search_path with it.
+    let catalog = read_catalog(&mut tx, schema).await?;
+    let marker = read_version_marker(&mut tx, schema).await?;
+    restore_search_path(&mut tx, &previous_path).await?;
+    tx.commit().await?;
+
+    let report = judge(schema, &catalog, marker.as_deref());
+    for w in &report.warnings {
+        tracing::warn!(schema = schema.as_str(), "{w}");
+    }
+    Ok(report)
+}
+
+async fn read_version_marker(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT d.description \
+         FROM pg_catalog.pg_description d \
+         JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objoid \
+         JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+         WHERE d.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+           AND d.objsubid OPERATOR(pg_catalog.=) 0 \
+           AND n.nspname OPERATOR(pg_catalog.=) $1::text::pg_catalog.name \
+           AND c.relname OPERATOR(pg_catalog.=) $2::text::pg_catalog.name \
+           AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p']::\"char\"[])",
+    )
+    .bind(schema.as_str())
+    .bind(VERSION_TABLE)
+    .fetch_optional(&mut *conn)
+    .await
+}
+
+async fn read_catalog(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+) -> Result<Catalog, sqlx::Error> {
+    let names: Vec<&str> = SPEC.iter().map(|t| t.name).collect();
+    let function_names: Vec<&str> = SPEC
+        .iter()
+        .flat_map(|t| t.triggers)
+        .map(|t| t.function.name)
+        .collect();
 
     let tables: BTreeSet<String> = sqlx::query(
         "SELECT c.relname::text AS relname \
@@ -401,7 +483,7 @@ pub async fn check_readiness(
     )
     .bind(schema.as_str())
     .bind(&names)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut *conn)
     .await?
     .iter()
     .map(|r| r.try_get::<String, _>("relname"))
@@ -420,7 +502,7 @@ pub async fn check_readiness(
     )
     .bind(schema.as_str())
     .bind(&names)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut *conn)
     .await?
     {
         columns.insert(
@@ -440,13 +522,15 @@ pub async fn check_readiness(
     )
     .bind(schema.as_str())
     .bind(&names)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut *conn)
     .await?
     .iter()
     .map(|r| Ok((r.try_get("relname")?, r.try_get("conname")?)))
     .collect::<Result<_, sqlx::Error>>()?;
 
-    // Every index with its key columns in order; expression columns show as NULL.
+    // Every valid, ready index with its key columns in order; expression
+    // columns show as NULL. An index a failed CREATE INDEX CONCURRENTLY left
+    // behind is invalid: it enforces nothing and ON CONFLICT cannot use it.
     let mut indexes = Vec::new();
     for r in sqlx::query(
         "SELECT c.relname::text AS relname, ix.indisunique, ix.indisprimary, \
@@ -464,11 +548,12 @@ pub async fn check_readiness(
          LEFT JOIN pg_catalog.pg_constraint con ON con.conindid OPERATOR(pg_catalog.=) ix.indexrelid \
               AND con.conrelid OPERATOR(pg_catalog.=) c.oid \
          WHERE n.nspname OPERATOR(pg_catalog.=) $1::text::pg_catalog.name \
-           AND c.relname::text OPERATOR(pg_catalog.=) ANY ($2::text[])",
+           AND c.relname::text OPERATOR(pg_catalog.=) ANY ($2::text[]) \
+           AND ix.indisvalid AND ix.indisready",
     )
     .bind(schema.as_str())
     .bind(&names)
-    .fetch_all(&mut *tx)
+    .fetch_all(&mut *conn)
     .await?
     {
         let columns: Vec<Option<String>> = r.try_get("columns")?;
@@ -482,21 +567,118 @@ pub async fn check_readiness(
             deferrable: r.try_get("deferrable")?,
         });
     }
-    restore_search_path(&mut tx, &previous_path).await?;
-    tx.commit().await?;
 
+    let mut functions = BTreeMap::new();
+    for r in sqlx::query(
+        "SELECT p.proname::text AS proname, l.lanname::text AS lanname, p.prosrc, p.proconfig, \
+                p.prorettype OPERATOR(pg_catalog.=) 'pg_catalog.trigger'::pg_catalog.regtype::pg_catalog.oid \
+                    AS returns_trigger \
+         FROM pg_catalog.pg_proc p \
+         JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace \
+         JOIN pg_catalog.pg_language l ON l.oid OPERATOR(pg_catalog.=) p.prolang \
+         WHERE n.nspname OPERATOR(pg_catalog.=) $1::text::pg_catalog.name \
+           AND p.proname::text OPERATOR(pg_catalog.=) ANY ($2::text[]) \
+           AND p.pronargs OPERATOR(pg_catalog.=) 0",
+    )
+    .bind(schema.as_str())
+    .bind(&function_names)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        functions.insert(
+            r.try_get("proname")?,
+            FunctionInfo {
+                language: r.try_get("lanname")?,
+                body: r.try_get("prosrc")?,
+                config: r.try_get("proconfig")?,
+                returns_trigger: r.try_get("returns_trigger")?,
+            },
+        );
+    }
+
+    let mut triggers = Vec::new();
+    for r in sqlx::query(
+        "SELECT c.relname::text AS relname, t.tgname::text AS tgname, \
+                t.tgenabled::pg_catalog.text AS tgenabled, t.tgtype, \
+                pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) OPERATOR(pg_catalog.>) 0 AS on_some_columns, \
+                t.tgqual IS NOT NULL AS has_when, \
+                fnsp.nspname::text AS function_schema, fp.proname::text AS function_name, \
+                fp.pronargs AS function_args \
+         FROM pg_catalog.pg_trigger t \
+         JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid \
+         JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+         JOIN pg_catalog.pg_proc fp ON fp.oid OPERATOR(pg_catalog.=) t.tgfoid \
+         JOIN pg_catalog.pg_namespace fnsp ON fnsp.oid OPERATOR(pg_catalog.=) fp.pronamespace \
+         WHERE n.nspname OPERATOR(pg_catalog.=) $1::text::pg_catalog.name \
+           AND c.relname::text OPERATOR(pg_catalog.=) ANY ($2::text[]) \
+           AND NOT t.tgisinternal \
+         ORDER BY t.tgname",
+    )
+    .bind(schema.as_str())
+    .bind(&names)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        triggers.push(TriggerInfo {
+            table: r.try_get("relname")?,
+            name: r.try_get("tgname")?,
+            enabled: r.try_get("tgenabled")?,
+            kind: r.try_get("tgtype")?,
+            on_some_columns: r.try_get("on_some_columns")?,
+            has_when: r.try_get("has_when")?,
+            function_schema: r.try_get("function_schema")?,
+            function_name: r.try_get("function_name")?,
+            function_args: r.try_get("function_args")?,
+        });
+    }
+
+    Ok(Catalog {
+        tables,
+        columns,
+        checks,
+        indexes,
+        functions,
+        triggers,
+    })
+}
+
+/// Judges the catalog against the spec and the version marker.
+fn judge(schema: &SchemaName, catalog: &Catalog, marker: Option<&str>) -> ReadinessReport {
+    let installed_version = marker.and_then(parse_version_marker);
+    let missing_migrations: Vec<MigrationId> = migration_ids()
+        .filter(|m| installed_version.is_none_or(|v| m.version > v))
+        .collect();
     let mut report = ReadinessReport {
         schema: schema.clone(),
+        installed_version,
+        required_version: SCHEMA_VERSION,
+        missing_migrations: missing_migrations.clone(),
         problems: Vec::new(),
         warnings: Vec::new(),
     };
-    for spec in &SPEC {
-        judge_table(spec, &tables, &columns, &checks, &indexes, &mut report);
+    if !missing_migrations.is_empty() {
+        report.problems.push(ReadinessProblem::MissingMigrations {
+            installed: installed_version,
+            required: SCHEMA_VERSION,
+            missing: missing_migrations,
+        });
     }
-    for w in &report.warnings {
-        tracing::warn!(schema = schema.as_str(), "{w}");
+    // Elements of migrations the marker says are missing are covered by that
+    // problem; with no marker at all, everything is judged.
+    let judged_through = match installed_version {
+        Some(v) if v < SCHEMA_VERSION => v,
+        _ => SCHEMA_VERSION,
+    };
+    for spec in SPEC.iter().filter(|t| t.since <= judged_through) {
+        judge_table(spec, schema, catalog, judged_through, &mut report);
     }
-    Ok(report)
+    if let Some(v) = installed_version.filter(|v| *v > SCHEMA_VERSION) {
+        report.warnings.push(ReadinessWarning::NewerSchemaVersion {
+            installed: v,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    report
 }
 
 fn same_set(a: &[String], b: &[&str]) -> bool {
@@ -504,32 +686,31 @@ fn same_set(a: &[String], b: &[&str]) -> bool {
 }
 
 fn judge_table(
-    spec: &TableSpec,
-    tables: &BTreeSet<String>,
-    columns: &BTreeMap<(String, String), (String, bool)>,
-    checks: &BTreeSet<(String, String)>,
-    indexes: &[IndexInfo],
+    spec: &'static TableSpec,
+    schema: &SchemaName,
+    catalog: &Catalog,
+    judged_through: i64,
     report: &mut ReadinessReport,
 ) {
     let t = spec.name;
-    if !tables.contains(t) {
+    if !catalog.tables.contains(t) {
         report
             .problems
             .push(ReadinessProblem::MissingTable { table: t });
         return;
     }
     for c in spec.columns {
-        match columns.get(&(t.to_owned(), c.name.to_owned())) {
+        match catalog.columns.get(&(t.to_owned(), c.name.to_owned())) {
             None => report.problems.push(ReadinessProblem::MissingColumn {
                 table: t,
                 column: c.name,
             }),
             Some((ty, not_null)) => {
-                if ty != c.ty {
+                if ty != c.ty.catalog() {
                     report.problems.push(ReadinessProblem::WrongColumnType {
                         table: t,
                         column: c.name,
-                        expected: c.ty,
+                        expected: c.ty.catalog(),
                         found: ty.clone(),
                     });
                 }
@@ -543,50 +724,140 @@ fn judge_table(
             }
         }
     }
-    let on_table = || indexes.iter().filter(|i| i.table == t);
-    if !on_table().any(|i| i.primary && same_set(&i.columns, spec.primary_key)) {
+    let on_table = || catalog.indexes.iter().filter(|i| i.table == t);
+    if !on_table().any(|i| i.primary && same_set(&i.columns, spec.primary_key.columns)) {
         report.problems.push(ReadinessProblem::MissingPrimaryKey {
             table: t,
-            columns: spec.primary_key,
+            columns: spec.primary_key.columns,
         });
     }
     for key in spec.unique {
         let usable: Vec<&IndexInfo> = on_table()
-            .filter(|i| i.unique && !i.partial_or_expression && same_set(&i.columns, key))
+            .filter(|i| i.unique && !i.partial_or_expression && same_set(&i.columns, key.columns))
             .collect();
         if usable.is_empty() {
             report.problems.push(ReadinessProblem::MissingUniqueIndex {
                 table: t,
-                columns: key,
+                columns: key.columns,
             });
         } else if usable.iter().all(|i| i.deferrable) {
             report
                 .problems
                 .push(ReadinessProblem::DeferrableUniqueIndex {
                     table: t,
-                    columns: key,
+                    columns: key.columns,
                 });
         }
     }
-    for name in spec.checks {
-        if !checks.contains(&(t.to_owned(), (*name).to_owned())) {
+    for check in spec.checks {
+        if !catalog
+            .checks
+            .contains(&(t.to_owned(), check.name.to_owned()))
+        {
             report.problems.push(ReadinessProblem::MissingCheck {
                 table: t,
-                constraint: name,
+                constraint: check.name,
             });
         }
     }
-    for key in spec.speed {
+    for trigger in spec.triggers.iter().filter(|g| g.since <= judged_through) {
+        judge_trigger(spec, trigger, schema, catalog, report);
+    }
+    for index in spec.indexes {
         let served = on_table().any(|i| {
             !i.partial_or_expression
-                && i.columns.len() >= key.len()
-                && i.columns.iter().zip(key.iter()).all(|(a, b)| a == b)
+                && i.columns.len() >= index.columns.len()
+                && i.columns
+                    .iter()
+                    .zip(index.columns.iter())
+                    .all(|(a, b)| a == b)
         });
         if !served {
             report.warnings.push(ReadinessWarning::MissingIndex {
                 table: t,
-                columns: key,
+                columns: index.columns,
             });
         }
+    }
+}
+
+fn judge_function(f: &'static FunctionSpec, catalog: &Catalog, report: &mut ReadinessReport) {
+    let problem = match catalog.functions.get(f.name) {
+        None => ReadinessProblem::MissingFunction { function: f.name },
+        Some(found) => {
+            let config = format!("search_path={FUNCTION_SEARCH_PATH}");
+            let ours = found.language == "plpgsql"
+                && found.returns_trigger
+                && found.body == (f.body)()
+                && found.config.as_deref() == Some(std::slice::from_ref(&config));
+            if ours {
+                return;
+            }
+            ReadinessProblem::ChangedFunction { function: f.name }
+        }
+    };
+    if !report.problems.contains(&problem) {
+        report.problems.push(problem);
+    }
+}
+
+fn judge_trigger(
+    table: &'static TableSpec,
+    spec: &'static TriggerSpec,
+    schema: &SchemaName,
+    catalog: &Catalog,
+    report: &mut ReadinessReport,
+) {
+    judge_function(spec.function, catalog, report);
+    let expected_kind =
+        spec.events
+            .iter()
+            .fold(TRIGGER_TYPE_ROW | TRIGGER_TYPE_BEFORE, |kind, event| {
+                kind | match event {
+                    super::spec::TriggerEvent::Insert => TRIGGER_TYPE_INSERT,
+                    super::spec::TriggerEvent::Update => TRIGGER_TYPE_UPDATE,
+                }
+            });
+    // Any trigger on the table that calls Cohort's function counts, whatever
+    // its name; the one named as Cohort names it is judged first.
+    let mut calling: Vec<&TriggerInfo> = catalog
+        .triggers
+        .iter()
+        .filter(|g| {
+            g.table == table.name
+                && g.function_schema == schema.as_str()
+                && g.function_name == spec.function.name
+                && g.function_args == 0
+        })
+        .collect();
+    calling.sort_by_key(|g| g.name != spec.name);
+    let enabled = |g: &TriggerInfo| g.enabled == "O" || g.enabled == "A";
+    let well_formed =
+        |g: &TriggerInfo| g.kind == expected_kind && !g.on_some_columns && !g.has_when;
+    if calling.iter().any(|g| enabled(g) && well_formed(g)) {
+        return;
+    }
+    let Some(found) = calling.first() else {
+        report.problems.push(ReadinessProblem::MissingTrigger {
+            table: table.name,
+            trigger: spec.name,
+        });
+        return;
+    };
+    if !enabled(found) {
+        report.problems.push(ReadinessProblem::DisabledTrigger {
+            table: table.name,
+            trigger: found.name.clone(),
+        });
+    }
+    if !well_formed(found) {
+        report.problems.push(ReadinessProblem::MisdefinedTrigger {
+            table: table.name,
+            trigger: found.name.clone(),
+            expected: format!(
+                "{} FOR EACH ROW, on every column, without a WHEN condition",
+                spec.timing_and_events()
+            ),
+        });
     }
 }

@@ -224,12 +224,22 @@ pub async fn install_gate(db: &TestDb, tables: &[&str], first_ids: &[&str]) {
     }
 }
 
-/// Waits until some backend waits for an advisory lock (the gate, usually).
+/// Waits until some backend of this connection's database waits for the
+/// gate's advisory lock ([`GATE`]). Waits in other tests' databases, and on
+/// other advisory locks, do not count.
 pub async fn wait_for_gate(conn: &mut sqlx::PgConnection) {
+    // A single-bigint advisory key shows in pg_locks as classid = its high
+    // 32 bits, objid = its low 32 bits, objsubid = 1.
     for _ in 0..3000 {
         let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+            "SELECT count(*) FROM pg_catalog.pg_locks \
+             WHERE locktype = 'advisory' AND NOT granted \
+               AND database = (SELECT oid FROM pg_catalog.pg_database \
+                               WHERE datname = pg_catalog.current_database()) \
+               AND classid = $1::int8::oid AND objid = $2::int8::oid AND objsubid = 1",
         )
+        .bind(GATE >> 32)
+        .bind(GATE & 0xffff_ffff)
         .fetch_one(&mut *conn)
         .await
         .expect("pg_locks");

@@ -1,0 +1,315 @@
+//! Cohort's numbered schema migrations, for the host's migration tool.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::SchemaName;
+use super::ddl::{down_sql, up_sql};
+
+/// A migration's number and name, as readiness reports missing ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MigrationId {
+    /// Its number: migrations apply in this order, and the installed
+    /// version is the number of the last one applied.
+    pub version: i64,
+    /// Its name, `snake_case`, starting with `cohort_`.
+    pub name: &'static str,
+}
+
+impl fmt::Display for MigrationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.version, self.name)
+    }
+}
+
+/// What the spec needs to know about a migration besides its elements.
+#[derive(Debug)]
+pub(super) struct MigrationInfo {
+    pub(super) version: i64,
+    pub(super) name: &'static str,
+    pub(super) summary: &'static str,
+}
+
+/// Every migration, in order. Append only: a published migration's SQL is
+/// frozen (hosts' migration tools checksum it).
+pub(super) const MIGRATIONS: [MigrationInfo; 2] = [
+    MigrationInfo {
+        version: 1,
+        name: "cohort_tables",
+        summary: "Cohort's five tables, their keys, checks and indexes",
+    },
+    MigrationInfo {
+        version: 2,
+        name: "cohort_entity_fence",
+        summary: "the entity fence trigger on retention_holds",
+    },
+];
+
+/// The schema version this library needs: the number of its last migration.
+/// Readiness fails on a database whose recorded version is lower.
+pub const SCHEMA_VERSION: i64 = 2;
+
+pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
+    MIGRATIONS.iter().map(|m| MigrationId {
+        version: m.version,
+        name: m.name,
+    })
+}
+
+/// One of Cohort's schema migrations, rendered for a schema.
+///
+/// Each migration's `up` ends by recording its version as the comment on
+/// `sweep_run` (`cohort schema version N`), which is how readiness knows the
+/// installed version. Its SQL never changes once published, so migration
+/// tools that checksum applied migrations (sqlx, refinery) stay happy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Migration {
+    /// Its number (1, 2, ...): apply in this order.
+    pub version: i64,
+    /// Its name, `snake_case`, starting with `cohort_`.
+    pub name: &'static str,
+    /// One line on what it does.
+    pub summary: &'static str,
+    /// The SQL that applies it: several statements, to run in one
+    /// transaction (as sqlx, refinery and diesel do by default). Re-running
+    /// it is harmless.
+    pub up: String,
+    /// The SQL that reverts it, where that loses no data; `None` for
+    /// migrations that create tables (reverting would drop the ledger and
+    /// the holds).
+    pub down: Option<String>,
+}
+
+impl Migration {
+    /// Its number and name.
+    pub fn id(&self) -> MigrationId {
+        MigrationId {
+            version: self.version,
+            name: self.name,
+        }
+    }
+}
+
+/// Cohort's migrations for `schema`, in the order to apply them.
+///
+/// Migration 1 (`cohort_tables`) creates the schema if missing and the five
+/// tables; migration 2 (`cohort_entity_fence`) adds the trigger on
+/// `retention_holds` that takes the entity fence for holds written with
+/// plain SQL. The last one's version is [`SCHEMA_VERSION`].
+///
+/// ```
+/// let schema = cohort::schema::SchemaName::new("retention")?;
+/// let migrations = cohort::schema::migrations(&schema);
+/// assert_eq!(migrations[0].version, 1);
+/// assert_eq!(migrations.last().map(|m| m.version), Some(cohort::schema::SCHEMA_VERSION));
+/// assert!(migrations[0].up.contains(r#"CREATE TABLE IF NOT EXISTS "retention"."sweep_run""#));
+/// # Ok::<(), cohort::Error>(())
+/// ```
+pub fn migrations(schema: &SchemaName) -> Vec<Migration> {
+    MIGRATIONS
+        .iter()
+        .map(|info| Migration {
+            version: info.version,
+            name: info.name,
+            summary: info.summary,
+            up: up_sql(schema, info),
+            down: down_sql(schema, info),
+        })
+        .collect()
+}
+
+/// Every migration's `up` SQL, concatenated in order: all of Cohort's schema
+/// in one script, for hosts that keep it in one migration file.
+///
+/// Applying it to a database at any earlier version brings it to
+/// [`SCHEMA_VERSION`] (each migration is harmless to re-run). When a later
+/// Cohort release adds a migration, either add a migration file holding just
+/// that migration's [`Migration::up`], or one holding the new `ddl` whole.
+///
+/// The schema name is always written quoted, so names that need quoting
+/// (capitals, spaces, quotes) work as given.
+///
+/// ```
+/// let sql = cohort::schema::ddl(&cohort::schema::SchemaName::new("Retention")?);
+/// assert!(sql.contains(r#"CREATE TABLE IF NOT EXISTS "Retention"."sweep_run""#));
+/// assert!(sql.ends_with("IS 'cohort schema version 2';\n"));
+/// # Ok::<(), cohort::Error>(())
+/// ```
+pub fn ddl(schema: &SchemaName) -> String {
+    migrations(schema)
+        .into_iter()
+        .map(|m| m.up)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The file layout of a migration tool, for [`write_migration_files`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Layout {
+    /// sqlx (`sqlx::migrate!`, `sqlx migrate run`): `0001_cohort_tables.sql`
+    /// for a migration without `down`, `0002_cohort_entity_fence.up.sql`
+    /// and `.down.sql` for one with.
+    Sqlx,
+    /// refinery (`embed_migrations!`): `V1__cohort_tables.sql`, up only
+    /// (refinery has no down migrations).
+    Refinery,
+}
+
+impl Layout {
+    fn files(self, m: &Migration) -> Vec<(String, &str)> {
+        match self {
+            Layout::Sqlx => match &m.down {
+                None => vec![(format!("{:04}_{}.sql", m.version, m.name), m.up.as_str())],
+                Some(down) => vec![
+                    (format!("{:04}_{}.up.sql", m.version, m.name), m.up.as_str()),
+                    (
+                        format!("{:04}_{}.down.sql", m.version, m.name),
+                        down.as_str(),
+                    ),
+                ],
+            },
+            Layout::Refinery => vec![(format!("V{}__{}.sql", m.version, m.name), m.up.as_str())],
+        }
+    }
+}
+
+/// Writes Cohort's migrations for `schema` into `dir` (created if missing) as
+/// files `layout`'s tool reads, and returns their paths, in order.
+///
+/// Files already there with the same content are left alone; if any file is
+/// there with other content (another schema, an edited file), nothing is
+/// written and the error names every such file. The versions are Cohort's
+/// own (1, 2, ...): keep the files in a directory of their own with their
+/// own history table (see the module docs), or renumber them if your
+/// directory's versions collide.
+///
+/// ```no_run
+/// use cohort::schema::{Layout, SchemaName, write_migration_files};
+/// // Once per Cohort upgrade (a build step or a one-off), then commit the files.
+/// let schema = SchemaName::new("retention")?;
+/// let written = write_migration_files("migrations/cohort", &schema, Layout::Sqlx)?;
+/// assert_eq!(written.len(), 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// An I/O error from reading or writing the files, or
+/// [`std::io::ErrorKind::AlreadyExists`] when files differ.
+pub fn write_migration_files(
+    dir: impl AsRef<Path>,
+    schema: &SchemaName,
+    layout: Layout,
+) -> std::io::Result<Vec<PathBuf>> {
+    let dir = dir.as_ref();
+    std::fs::create_dir_all(dir)?;
+    let all = migrations(schema);
+    let mut to_write: Vec<(PathBuf, &str)> = Vec::new();
+    let mut paths = Vec::new();
+    let mut conflicts = Vec::new();
+    for m in &all {
+        for (name, content) in layout.files(m) {
+            let path = dir.join(name);
+            match std::fs::read(&path) {
+                Ok(existing) if existing == content.as_bytes() => {}
+                Ok(_) => conflicts.push(path.display().to_string()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    to_write.push((path.clone(), content))
+                }
+                Err(e) => return Err(e),
+            }
+            paths.push(path);
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!(
+                "these files exist with other content (another schema, or edited); nothing was written: {}",
+                conflicts.join(", ")
+            ),
+        ));
+    }
+    for (path, content) in to_write {
+        std::fs::write(path, content)?;
+    }
+    Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_migration_is_the_schema_version_and_versions_count_up_from_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+            assert!(m.name.starts_with("cohort_"));
+            assert!(
+                m.name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            );
+        }
+        assert_eq!(MIGRATIONS.last().map(|m| m.version), Some(SCHEMA_VERSION));
+    }
+
+    #[test]
+    fn ddl_is_every_up_in_order() {
+        let schema = SchemaName::public();
+        let all = migrations(&schema);
+        let joined = ddl(&schema);
+        let first = joined.find(&all[0].up).expect("first");
+        let second = joined.find(&all[1].up).expect("second");
+        assert!(first < second);
+        assert_eq!(all[0].down, None);
+        assert!(all[1].down.is_some());
+    }
+
+    #[test]
+    fn layouts_name_files_as_their_tools_expect() {
+        let all = migrations(&SchemaName::public());
+        let names = |layout: Layout| -> Vec<String> {
+            all.iter()
+                .flat_map(|m| layout.files(m).into_iter().map(|(n, _)| n))
+                .collect()
+        };
+        assert_eq!(
+            names(Layout::Sqlx),
+            [
+                "0001_cohort_tables.sql",
+                "0002_cohort_entity_fence.up.sql",
+                "0002_cohort_entity_fence.down.sql"
+            ]
+        );
+        assert_eq!(
+            names(Layout::Refinery),
+            ["V1__cohort_tables.sql", "V2__cohort_entity_fence.sql"]
+        );
+    }
+
+    #[test]
+    fn writing_files_is_idempotent_and_refuses_to_overwrite_other_content() {
+        let dir = std::env::temp_dir().join(format!(
+            "cohort-migration-files-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let public = SchemaName::public();
+        let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
+        assert_eq!(first.len(), 3);
+        let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
+        assert_eq!(first, again);
+        let other = SchemaName::new("retention").expect("valid");
+        let err = write_migration_files(&dir, &other, Layout::Sqlx).expect_err("conflict");
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+        let text = err.to_string();
+        assert!(text.contains("0001_cohort_tables.sql"), "{text}");
+        assert!(text.contains("0002_cohort_entity_fence.down.sql"), "{text}");
+        // Nothing changed.
+        let content = std::fs::read_to_string(&first[0]).expect("read");
+        assert_eq!(content, migrations(&public)[0].up);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,479 @@
+//! Cohort's tables, written once.
+//!
+//! Every column (type, nullability), key, CHECK constraint, index and trigger
+//! of Cohort's tables is declared here, tagged with the migration that
+//! introduced it. The migrations' DDL ([`super::ddl`]) is rendered from this
+//! spec, and readiness ([`super::readiness`]) judges the live catalog against
+//! it, so the two cannot drift apart.
+//!
+//! Evolving the shape: never edit an element a published migration created
+//! (its DDL text is frozen, see the checksum test in `tests/migrations.rs`).
+//! Add a migration to [`super::migrations::MIGRATIONS`] and tag the new
+//! elements with its version. Tables and triggers carry their version; a
+//! table's columns, keys, checks, foreign keys and indexes belong to the
+//! table's migration. To add one of those to an existing table later, give
+//! it a version of its own and teach [`super::ddl`] to render the
+//! `ALTER TABLE`.
+
+use super::fence::fence_trigger_body;
+
+/// The type of a column, as written in DDL and as the catalog prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ColumnType {
+    Uuid,
+    Text,
+    Timestamptz,
+    Bigint,
+    Integer,
+    Boolean,
+    Jsonb,
+}
+
+impl ColumnType {
+    /// As written in Cohort's DDL.
+    pub(super) const fn ddl(self) -> &'static str {
+        match self {
+            ColumnType::Uuid => "uuid",
+            ColumnType::Text => "text",
+            ColumnType::Timestamptz => "timestamptz",
+            ColumnType::Bigint => "bigint",
+            ColumnType::Integer => "integer",
+            ColumnType::Boolean => "boolean",
+            ColumnType::Jsonb => "jsonb",
+        }
+    }
+
+    /// As `pg_catalog.format_type` prints it (what readiness compares).
+    pub(super) const fn catalog(self) -> &'static str {
+        match self {
+            ColumnType::Timestamptz => "timestamp with time zone",
+            other => other.ddl(),
+        }
+    }
+}
+
+/// One column Cohort reads or writes.
+#[derive(Debug)]
+pub(super) struct ColumnSpec {
+    pub(super) name: &'static str,
+    pub(super) ty: ColumnType,
+    pub(super) not_null: bool,
+    /// `GENERATED ALWAYS AS IDENTITY` (and so NOT NULL).
+    pub(super) identity: bool,
+}
+
+/// A primary key or unique constraint: its name and key columns.
+#[derive(Debug)]
+pub(super) struct KeySpec {
+    pub(super) name: &'static str,
+    pub(super) columns: &'static [&'static str],
+}
+
+/// A named CHECK constraint. Readiness requires it by name.
+#[derive(Debug)]
+pub(super) struct CheckSpec {
+    pub(super) name: &'static str,
+    /// The expression, with quoted column names.
+    pub(super) expression: &'static str,
+}
+
+/// A foreign key to another of Cohort's tables in the same schema.
+#[derive(Debug)]
+pub(super) struct ForeignKeySpec {
+    pub(super) name: &'static str,
+    pub(super) columns: &'static [&'static str],
+    pub(super) references: &'static str,
+    pub(super) referenced_columns: &'static [&'static str],
+}
+
+/// An index that only makes Cohort fast: a missing one is a warning, and any
+/// valid, non-partial index whose key starts with these columns serves.
+#[derive(Debug)]
+pub(super) struct IndexSpec {
+    pub(super) name: &'static str,
+    pub(super) columns: &'static [&'static str],
+}
+
+/// A row event a trigger fires on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TriggerEvent {
+    Insert,
+    Update,
+}
+
+impl TriggerEvent {
+    pub(super) const fn keyword(self) -> &'static str {
+        match self {
+            TriggerEvent::Insert => "INSERT",
+            TriggerEvent::Update => "UPDATE",
+        }
+    }
+}
+
+/// A PL/pgSQL trigger function in Cohort's schema, taking no arguments,
+/// running with `search_path = pg_catalog`.
+#[derive(Debug)]
+pub(super) struct FunctionSpec {
+    pub(super) name: &'static str,
+    /// The body (what `pg_proc.prosrc` holds); readiness compares it exactly.
+    pub(super) body: fn() -> String,
+}
+
+/// The `search_path` every Cohort function is created with (`SET search_path
+/// = pg_catalog`; `pg_proc.proconfig` then holds `search_path=pg_catalog`).
+pub(super) const FUNCTION_SEARCH_PATH: &str = "pg_catalog";
+
+/// A `BEFORE ... FOR EACH ROW` trigger, on every column, without a `WHEN`
+/// condition (the only kind Cohort uses).
+#[derive(Debug)]
+pub(super) struct TriggerSpec {
+    pub(super) name: &'static str,
+    pub(super) events: &'static [TriggerEvent],
+    pub(super) function: &'static FunctionSpec,
+    /// The migration that adds it.
+    pub(super) since: i64,
+}
+
+impl TriggerSpec {
+    /// `BEFORE INSERT OR UPDATE`, as DDL writes it and problems describe it.
+    pub(super) fn timing_and_events(&self) -> String {
+        let events: Vec<&str> = self.events.iter().map(|e| e.keyword()).collect();
+        format!("BEFORE {}", events.join(" OR "))
+    }
+}
+
+/// One of Cohort's tables.
+#[derive(Debug)]
+pub(super) struct TableSpec {
+    pub(super) name: &'static str,
+    /// The migration that creates the table, with every column, key, check,
+    /// foreign key and index below.
+    pub(super) since: i64,
+    pub(super) columns: &'static [ColumnSpec],
+    pub(super) primary_key: KeySpec,
+    /// Keys Cohort relies on for `ON CONFLICT` and for correctness.
+    pub(super) unique: &'static [KeySpec],
+    pub(super) foreign_keys: &'static [ForeignKeySpec],
+    pub(super) checks: &'static [CheckSpec],
+    pub(super) indexes: &'static [IndexSpec],
+    pub(super) triggers: &'static [TriggerSpec],
+}
+
+const fn col(name: &'static str, ty: ColumnType, not_null: bool) -> ColumnSpec {
+    ColumnSpec {
+        name,
+        ty,
+        not_null,
+        identity: false,
+    }
+}
+
+const fn identity(name: &'static str) -> ColumnSpec {
+    ColumnSpec {
+        name,
+        ty: ColumnType::Bigint,
+        not_null: true,
+        identity: true,
+    }
+}
+
+const fn key(name: &'static str, columns: &'static [&'static str]) -> KeySpec {
+    KeySpec { name, columns }
+}
+
+const fn check(name: &'static str, expression: &'static str) -> CheckSpec {
+    CheckSpec { name, expression }
+}
+
+const fn index(name: &'static str, columns: &'static [&'static str]) -> IndexSpec {
+    IndexSpec { name, columns }
+}
+
+const fn fk_to_run(name: &'static str) -> ForeignKeySpec {
+    ForeignKeySpec {
+        name,
+        columns: &["run_id"],
+        references: "sweep_run",
+        referenced_columns: &["run_id"],
+    }
+}
+
+use ColumnType::{Bigint, Boolean, Integer, Jsonb, Text, Timestamptz, Uuid};
+
+/// The entity fence's trigger function (contract H11; see [`super::fence`]).
+pub(super) const FENCE_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "retention_holds_entity_fence",
+    body: fence_trigger_body,
+};
+
+/// Cohort's tables, in creation order (foreign keys point backwards).
+pub(super) const TABLES: [TableSpec; 5] = [
+    TableSpec {
+        name: "sweep_run",
+        since: 1,
+        columns: &[
+            col("run_id", Uuid, true),
+            col("run_kind", Text, true),
+            col("trigger", Text, true),
+            col("dry_run", Boolean, true),
+            col("tenant_id", Uuid, true),
+            col("logical_now", Timestamptz, true),
+            col("status", Text, true),
+            col("started_at", Timestamptz, true),
+            col("settled_at", Timestamptz, false),
+            col("error", Text, false),
+        ],
+        primary_key: key("sweep_run_pkey", &["run_id"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[
+            check(
+                "sweep_run_kind_check",
+                r#""run_kind" IN ('Sweep', 'Erasure')"#,
+            ),
+            check(
+                "sweep_run_trigger_check",
+                r#""trigger" IN ('Scheduled', 'Manual')"#,
+            ),
+            check(
+                "sweep_run_status_check",
+                r#""status" IN ('Started', 'Succeeded', 'PartiallyFailed', 'Failed', 'Cancelled')"#,
+            ),
+            check(
+                "sweep_run_settled_check",
+                r#"("status" = 'Started') = ("settled_at" IS NULL)"#,
+            ),
+        ],
+        indexes: &[index(
+            "sweep_run_status_started_idx",
+            &["status", "started_at"],
+        )],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "sweep_run_entity_summary",
+        since: 1,
+        columns: &[
+            identity("summary_id"),
+            col("run_id", Uuid, true),
+            col("retained_entity_id", Uuid, true),
+            col("entity_type", Text, true),
+            col("category", Text, true),
+            col("tenant_id", Uuid, true),
+            col("strategy", Text, true),
+            col("status", Text, true),
+            col("affected_count", Bigint, true),
+            col("held_count", Bigint, true),
+            col("skipped_count", Bigint, true),
+            col("null_anchor_count", Bigint, true),
+            col("applied_period", Text, false),
+            col("cutoff", Timestamptz, false),
+            col("rule_source", Text, false),
+            col("rule_reason", Text, false),
+            col("error", Text, false),
+            col("updated_at", Timestamptz, true),
+        ],
+        primary_key: key("sweep_run_entity_summary_pkey", &["summary_id"]),
+        unique: &[key(
+            "sweep_run_entity_summary_key",
+            &[
+                "run_id",
+                "retained_entity_id",
+                "category",
+                "tenant_id",
+                "strategy",
+            ],
+        )],
+        foreign_keys: &[fk_to_run("sweep_run_entity_summary_run_fkey")],
+        checks: &[
+            check(
+                "sweep_run_entity_summary_strategy_check",
+                r#""strategy" IN ('Purge', 'SoftDelete', 'Anonymise', 'Exempt', 'Unresolved')"#,
+            ),
+            check(
+                "sweep_run_entity_summary_status_check",
+                r#""status" IN ('Running', 'Succeeded', 'Failed', 'Cancelled')"#,
+            ),
+            check(
+                "sweep_run_entity_summary_counts_check",
+                r#""affected_count" >= 0 AND "held_count" >= 0 AND "skipped_count" >= 0 AND "null_anchor_count" >= 0"#,
+            ),
+        ],
+        indexes: &[],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "sweep_run_row_detail",
+        since: 1,
+        columns: &[
+            identity("detail_id"),
+            col("run_id", Uuid, true),
+            col("retained_entity_id", Uuid, true),
+            col("entity_type", Text, true),
+            col("record_id", Text, true),
+            col("tenant_id", Uuid, true),
+            col("action", Text, true),
+            col("captured_payload", Jsonb, false),
+            col("created_at", Timestamptz, true),
+        ],
+        primary_key: key("sweep_run_row_detail_pkey", &["detail_id"]),
+        unique: &[key(
+            "sweep_run_row_detail_key",
+            &["run_id", "retained_entity_id", "record_id"],
+        )],
+        foreign_keys: &[fk_to_run("sweep_run_row_detail_run_fkey")],
+        checks: &[check(
+            "sweep_run_row_detail_action_check",
+            r#""action" IN ('Purge', 'SoftDelete', 'Anonymise')"#,
+        )],
+        indexes: &[index("sweep_run_row_detail_created_idx", &["created_at"])],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "sweep_row_handler_status",
+        since: 1,
+        columns: &[
+            identity("work_id"),
+            col("detail_id", Bigint, true),
+            col("run_id", Uuid, true),
+            col("retained_entity_id", Uuid, true),
+            col("record_id", Text, true),
+            col("tenant_id", Uuid, true),
+            col("handler_id", Text, true),
+            col("priority", Integer, true),
+            col("state", Text, true),
+            col("attempts", Integer, true),
+            col("claim_token", Uuid, false),
+            col("claim_expires_at", Timestamptz, false),
+            col("not_before", Timestamptz, true),
+            col("after_sweep_settled", Boolean, true),
+            col("last_error", Text, false),
+            col("created_at", Timestamptz, true),
+            col("updated_at", Timestamptz, true),
+        ],
+        primary_key: key("sweep_row_handler_status_pkey", &["work_id"]),
+        unique: &[key(
+            "sweep_row_handler_status_key",
+            &["detail_id", "handler_id"],
+        )],
+        foreign_keys: &[ForeignKeySpec {
+            name: "sweep_row_handler_status_detail_fkey",
+            columns: &["detail_id"],
+            references: "sweep_run_row_detail",
+            referenced_columns: &["detail_id"],
+        }],
+        checks: &[
+            check(
+                "sweep_row_handler_status_state_check",
+                r#""state" IN ('Pending', 'InFlight', 'Succeeded', 'DeadLettered')"#,
+            ),
+            check(
+                "sweep_row_handler_status_attempts_check",
+                r#""attempts" >= 0"#,
+            ),
+            check(
+                "sweep_row_handler_status_claim_check",
+                r#"("state" = 'InFlight') = ("claim_token" IS NOT NULL)"#,
+            ),
+        ],
+        indexes: &[index(
+            "sweep_row_handler_status_due_idx",
+            &["state", "not_before"],
+        )],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "retention_holds",
+        since: 1,
+        columns: &[
+            col("hold_id", Uuid, true),
+            col("retained_entity_id", Uuid, true),
+            col("record_id", Text, true),
+            col("tenant_id", Uuid, false),
+            col("reason", Text, true),
+            col("created_at", Timestamptz, true),
+            col("expires_at", Timestamptz, false),
+            col("removed_at", Timestamptz, false),
+        ],
+        primary_key: key("retention_holds_pkey", &["hold_id"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[
+            check("retention_holds_record_id_check", r#""record_id" <> ''"#),
+            check(
+                "retention_holds_expiry_check",
+                r#""expires_at" IS NULL OR "expires_at" > "created_at""#,
+            ),
+        ],
+        indexes: &[index(
+            "retention_holds_record_idx",
+            &["retained_entity_id", "record_id"],
+        )],
+        triggers: &[TriggerSpec {
+            name: "retention_holds_entity_fence",
+            events: &[TriggerEvent::Insert, TriggerEvent::Update],
+            function: &FENCE_FUNCTION,
+            since: 2,
+        }],
+    },
+];
+
+/// The table whose comment records the installed schema version.
+pub(super) const VERSION_TABLE: &str = "sweep_run";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::migrations::MIGRATIONS;
+
+    #[test]
+    fn the_spec_names_the_public_tables_in_order() {
+        let names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+        assert_eq!(names, crate::schema::TABLES.to_vec());
+        assert!(names.contains(&VERSION_TABLE));
+    }
+
+    #[test]
+    fn every_element_belongs_to_a_known_migration() {
+        let versions: Vec<i64> = MIGRATIONS.iter().map(|m| m.version).collect();
+        for t in &TABLES {
+            assert!(versions.contains(&t.since), "{}", t.name);
+            for trigger in t.triggers {
+                assert!(versions.contains(&trigger.since), "{}", trigger.name);
+                assert!(trigger.since >= t.since, "{}", trigger.name);
+            }
+            // Foreign keys point at tables created no later than this one.
+            for fk in t.foreign_keys {
+                let target = TABLES
+                    .iter()
+                    .position(|x| x.name == fk.references)
+                    .expect("known table");
+                let me = TABLES
+                    .iter()
+                    .position(|x| x.name == t.name)
+                    .expect("known table");
+                assert!(target <= me, "{}", fk.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_migration_adds_something() {
+        for m in &MIGRATIONS {
+            let tables = TABLES.iter().filter(|t| t.since == m.version).count();
+            let triggers = TABLES
+                .iter()
+                .flat_map(|t| t.triggers)
+                .filter(|t| t.since == m.version)
+                .count();
+            assert!(tables + triggers > 0, "migration {} is empty", m.version);
+        }
+    }
+
+    #[test]
+    fn column_types_print_as_the_catalog_does() {
+        assert_eq!(Timestamptz.catalog(), "timestamp with time zone");
+        assert_eq!(Timestamptz.ddl(), "timestamptz");
+        assert_eq!(Jsonb.catalog(), "jsonb");
+    }
+}
