@@ -10,27 +10,7 @@
 //! migration 2 puts on `retention_holds`, for holds inserted or updated with
 //! plain SQL. Two entity ids whose keys collide only serialise a little more.
 
-/// Key 1 of the fence: the fixed class of Cohort's fence, the same in every
-/// install (key 2 tells installs and entities apart).
-pub(crate) const FENCE_CLASS: i32 = 1_131_376_754;
-
-/// Key 2 of the fence as a SQL expression of type `integer`, for the schema
-/// (raw name, any text expression) and the retained entity id (a `uuid` or its
-/// canonical text) given as SQL expressions, usually bind parameters:
-///
-/// ```text
-/// SELECT pg_catalog.pg_advisory_xact_lock_shared($1, <fence_key_sql("$2", "$3")>)
-/// -- $1 = FENCE_CLASS, $2 = schema.as_str(), $3 = the retained entity id
-/// ```
-///
-/// The trigger function of migration 2 is built from the same formula, so the
-/// engine and the trigger cannot disagree on a key.
-pub(crate) fn fence_key_sql(schema_param: &str, entity_param: &str) -> String {
-    format!(
-        "pg_catalog.hashtext(({schema_param})::pg_catalog.text OPERATOR(pg_catalog.||) ':' \
-         OPERATOR(pg_catalog.||) ({entity_param})::pg_catalog.text)"
-    )
-}
+pub(crate) use crate::sql::txn::{FENCE_CLASS, fence_key_sql};
 
 /// The body of the trigger function on `retention_holds` (what
 /// `pg_proc.prosrc` holds once migration 2 ran). It names no schema:
@@ -66,15 +46,6 @@ END
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_key_is_schema_colon_entity_hashed_with_catalog_names_only() {
-        assert_eq!(
-            fence_key_sql("$2", "$3"),
-            "pg_catalog.hashtext(($2)::pg_catalog.text OPERATOR(pg_catalog.||) ':' \
-             OPERATOR(pg_catalog.||) ($3)::pg_catalog.text)"
-        );
-    }
 
     #[test]
     fn the_trigger_uses_the_same_class_and_formula() {

@@ -27,7 +27,7 @@ pub(crate) const FENCE_CLASS: i32 = 1_131_376_754;
 
 /// The SQL expression of a fence's second key, given the SQL expressions of
 /// the install's schema name (text) and the retained-entity id (uuid). The
-/// holds table's trigger computes the same.
+/// holds table's trigger (`schema::fence`) is built from the same formula.
 pub(crate) fn fence_key_sql(schema: &str, entity: &str) -> String {
     format!(
         "pg_catalog.hashtext(({schema})::pg_catalog.text OPERATOR(pg_catalog.||) ':' \
@@ -129,6 +129,15 @@ pub(crate) const DEADLOCK_DETECTED: &str = "40P01";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_is_schema_colon_entity_hashed_with_catalog_names_only() {
+        assert_eq!(
+            fence_key_sql("$2", "$3"),
+            "pg_catalog.hashtext(($2)::pg_catalog.text OPERATOR(pg_catalog.||) ':' \
+             OPERATOR(pg_catalog.||) ($3)::pg_catalog.text)"
+        );
+    }
 
     #[test]
     fn the_begin_message_fences_after_read_committed_and_bounds_both_waits() {
