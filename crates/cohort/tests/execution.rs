@@ -456,69 +456,11 @@ async fn a_row_locked_by_another_transaction_is_skipped_not_waited_for() {
     assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 1);
 }
 
-// contract: H1, H11, X7
-#[tokio::test]
-async fn a_hold_committed_while_the_candidate_select_runs_still_protects_its_row() {
-    let db = setup().await;
-    notes(&db, 10).await;
-    // A gate inside the candidate select: row-level security evaluates
-    // gate(id) per row after the statement's snapshot is taken; for row 1 it
-    // waits on advisory lock 4242, which the test holds.
-    common::install_gate(
-        &db,
-        &["session_notes"],
-        &["00000000-0000-0000-0000-000000000001"],
-    )
-    .await;
-    let cohort = Cohort::builder(common::app_pool(&db).await)
-        .rules(rules(Strategy::Purge))
-        .entity::<SessionNote>()
-        .build()
-        .await
-        .expect("model");
-    let mut gate = db.connect().await;
-    sqlx::query("SELECT pg_advisory_lock(4242)")
-        .execute(&mut gate)
-        .await
-        .expect("gate");
-    let sweep = tokio::spawn({
-        let cohort = cohort.clone();
-        async move { cohort.sweep(&scope(), Utc::now()).await }
-    });
-    // The sweep's candidate select has its snapshot and is stopped at row 1.
-    common::wait_for_gate(&mut gate).await;
-    // Meanwhile a hold on row 5 is created and committed the way hold creation does it.
-    hold_row_five_as_hold_creation_does(&db).await;
-    sqlx::query("SELECT pg_advisory_unlock(4242)")
-        .execute(&mut gate)
-        .await
-        .expect("open gate");
-
-    let result = sweep.await.expect("join").expect("sweep");
-    let left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM session_notes")
-        .fetch_all(db.pool())
-        .await
-        .expect("left");
-    assert_eq!(
-        left,
-        vec![note_id(5)],
-        "the row held mid-select survives; every other row went"
-    );
-    let summary = result
-        .summaries
-        .iter()
-        .find(|s| s.entity_type == "SessionNote")
-        .expect("notes");
-    assert_eq!(
-        (summary.affected, summary.held, summary.skipped),
-        (9, 1, 0),
-        "committed counts"
-    );
-}
-
-// The control for the test above: through the same gate, a single statement
-// that locks and checks holds at once passes the hold. This is what the
-// engine's second statement prevents.
+// The control for the fence (tests/hold_races.rs): through the same gate, a
+// single statement that checks holds, run without the entity fence, passes a
+// hold that commits while it runs. The fence is what prevents this: a batch
+// holds it shared, and hold creation (and the holds table's trigger, which
+// this hand-made creation fires) waits for it exclusively.
 #[tokio::test]
 async fn control_a_single_statement_delete_passes_a_hold_committed_mid_statement() {
     let db = setup().await;

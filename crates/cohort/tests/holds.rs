@@ -20,7 +20,7 @@ use cohort::{
 use common::models::*;
 use common::{TestDb, TestRules, count, db_with_cohort};
 use futures_util::future::BoxFuture;
-use sqlx::{AssertSqlSafe, PgConnection};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 // ---------------------------------------------------------------------------
@@ -354,9 +354,6 @@ async fn wait_until_blocked(db: &TestDb, pid: i32) -> String {
     }
     panic!("backend {pid} never waited for a lock");
 }
-
-/// The advisory-lock key of a row, written out as the sweep writes it.
-const ROW_KEY: &str = "hashtextextended(($1)::uuid::text || '|' || COALESCE(($2)::uuid::text, '') || '|' || ($3)::text, 4341726887)";
 
 async fn show_search_path(conn: &mut PgConnection) -> String {
     sqlx::query_scalar("SELECT current_setting('search_path')")
@@ -1172,101 +1169,43 @@ async fn the_tenant_must_fit_the_type_and_match_the_row() {
 // ---------------------------------------------------------------------------
 // H11: races, forced deterministically with locks.
 
-// contract: H11, H1
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hold_creation_takes_the_rows_advisory_lock_first_and_a_racing_purge_sweep_leaves_the_row()
-{
-    let (db, cohort) = setup().await;
-    let id = note(&db, tenant_a(), 40).await;
-    let control = note(&db, tenant_a(), 40).await;
-
-    // A third connection holds the row's advisory lock.
-    let mut gate = db.connect().await;
-    sqlx::query(AssertSqlSafe(format!("SELECT pg_advisory_lock({ROW_KEY})")))
-        .bind(uuid(NOTE_ID))
-        .bind(tenant_a())
-        .bind(id.to_string())
-        .execute(&mut gate)
-        .await
-        .expect("gate");
-
-    // The creator blocks on it, before it has looked for the row.
-    let mut creator = db.connect().await;
-    let pid = backend_pid(&mut creator).await;
-    let handle = {
-        let cohort = cohort.clone();
-        tokio::spawn(async move {
-            let r = cohort
-                .holds()
-                .create(
-                    &mut creator,
-                    request(NOTE_ID, id.to_string(), Some(tenant_a())),
-                )
-                .await;
-            (creator, r)
-        })
-    };
-    assert_eq!(wait_until_blocked(&db, pid).await, "advisory");
-
-    // The sweep runs meanwhile: it cannot take the row's lock, so it leaves it.
-    let result = sweep_a(&cohort, Utc::now()).await;
-    assert!(
-        note_exists(&db, id).await,
-        "the sweep slipped past a hold being created"
-    );
-    assert!(!note_exists(&db, control).await);
-    assert_eq!(summary(&result, "SessionNote").affected, 1);
-    assert_eq!(
-        count(&db, "SELECT sum(affected_count)::bigint FROM sweep_run_entity_summary WHERE entity_type = 'SessionNote'").await,
-        1,
-        "the ledger counts the committed deletes"
-    );
-
-    sqlx::query(AssertSqlSafe(format!(
-        "SELECT pg_advisory_unlock({ROW_KEY})"
-    )))
-    .bind(uuid(NOTE_ID))
-    .bind(tenant_a())
-    .bind(id.to_string())
-    .execute(&mut gate)
-    .await
-    .expect("release");
-    let (_creator, created) = handle.await.expect("task");
-    let hold = created.expect("hold created once the lock was free");
-    assert_eq!(hold.record_id, id.to_string());
-
-    let again = sweep_a(&cohort, Utc::now()).await;
-    assert_eq!(
-        (
-            summary(&again, "SessionNote").affected,
-            summary(&again, "SessionNote").held
-        ),
-        (0, 1)
-    );
-    assert!(note_exists(&db, id).await);
-}
-
 // contract: H11, H12
-#[tokio::test]
-#[ignore = "holds two uncommitted hold creations on one entity at once, which the entity fence \
-            (revised H11; the retention_holds trigger of schema migration 2) serialises: the \
-            second waits for the first forever; the fence-based engine rewrite replaces this test"]
-async fn an_uncommitted_hold_in_a_callers_transaction_keeps_a_concurrent_sweep_off_the_row() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncommitted_hold_in_a_callers_transaction_holds_the_fence_until_it_ends() {
     let (db, cohort) = setup().await;
     let kept = note(&db, tenant_a(), 40).await;
-    let rolled_back = note(&db, tenant_a(), 40).await;
     let control = note(&db, tenant_a(), 40).await;
+    let mut watcher = db.connect().await;
 
+    // A hold created in the caller's transaction holds the type's fence
+    // until that transaction ends: the sweep waits, then sees the hold.
     let mut c1 = db.pool().acquire().await.expect("connection");
     let mut tx1 = sqlx::Acquire::begin(&mut *c1).await.expect("begin");
     cohort
         .holds()
-        .create(
-            &mut tx1,
-            request(NOTE_ID, kept.to_string(), Some(tenant_a())),
-        )
+        .create(&mut tx1, request(NOTE_ID, kept.to_string(), Some(tenant_a())))
         .await
         .expect("hold");
+    let sweep = tokio::spawn({
+        let cohort = cohort.clone();
+        async move { sweep_a(&cohort, Utc::now()).await }
+    });
+    common::wait_for_fence(&mut watcher).await;
+    assert!(note_exists(&db, control).await, "the sweep waited");
+    tx1.commit().await.expect("commit");
+    let result = sweep.await.expect("join");
+    assert_eq!(
+        (
+            summary(&result, "SessionNote").affected,
+            summary(&result, "SessionNote").held
+        ),
+        (1, 1)
+    );
+    assert!(note_exists(&db, kept).await, "the committed hold protects");
+    assert!(!note_exists(&db, control).await);
+
+    // A hold whose transaction rolls back never existed.
+    let rolled_back = note(&db, tenant_a(), 40).await;
     let mut c2 = db.pool().acquire().await.expect("connection");
     let mut tx2 = sqlx::Acquire::begin(&mut *c2).await.expect("begin");
     cohort
@@ -1277,29 +1216,19 @@ async fn an_uncommitted_hold_in_a_callers_transaction_keeps_a_concurrent_sweep_o
         )
         .await
         .expect("hold");
-
-    // Neither hold is committed; the rows are share-locked by their creators.
-    let result = sweep_a(&cohort, Utc::now()).await;
-    assert_eq!(summary(&result, "SessionNote").affected, 1);
-    assert!(!note_exists(&db, control).await);
-    assert!(note_exists(&db, kept).await);
-    assert!(note_exists(&db, rolled_back).await);
-
-    tx1.commit().await.expect("commit");
+    let sweep = tokio::spawn({
+        let cohort = cohort.clone();
+        async move { sweep_a(&cohort, Utc::now()).await }
+    });
+    common::wait_for_fence(&mut watcher).await;
     tx2.rollback().await.expect("rollback");
-    let result = sweep_a(&cohort, Utc::now()).await;
-    assert_eq!(
-        (
-            summary(&result, "SessionNote").affected,
-            summary(&result, "SessionNote").held
-        ),
-        (1, 1)
-    );
-    assert!(note_exists(&db, kept).await, "the committed hold protects");
+    let result = sweep.await.expect("join");
+    assert_eq!(summary(&result, "SessionNote").affected, 1);
     assert!(
         !note_exists(&db, rolled_back).await,
         "the rolled-back hold never existed"
     );
+    assert!(note_exists(&db, kept).await);
     assert_eq!(holds_count(&db).await, 1);
 }
 

@@ -250,3 +250,29 @@ pub async fn wait_for_gate(conn: &mut sqlx::PgConnection) {
     }
     panic!("nobody ever waited on the gate");
 }
+
+/// The class (first key) of Cohort's entity fences, as pg_locks shows it.
+pub const FENCE_CLASS: i64 = 1_131_376_754;
+
+/// Waits until some backend of `conn`'s database waits for an entity fence
+/// (a two-int4 advisory lock of Cohort's class), shared or exclusive.
+pub async fn wait_for_fence(conn: &mut sqlx::PgConnection) {
+    for _ in 0..3000 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_catalog.pg_locks \
+             WHERE locktype = 'advisory' AND NOT granted \
+               AND database = (SELECT oid FROM pg_catalog.pg_database \
+                               WHERE datname = pg_catalog.current_database()) \
+               AND classid = $1::int8::oid AND objsubid = 2",
+        )
+        .bind(FENCE_CLASS)
+        .fetch_one(&mut *conn)
+        .await
+        .expect("pg_locks");
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("nobody ever waited on an entity fence");
+}
