@@ -131,7 +131,7 @@ pub fn derive_retained(input: TokenStream) -> TokenStream {
 fn derive(input: &syn::DeriveInput) -> proc_macro2::TokenStream {
     match entity::parse_entity(input) {
         Ok(entity) => expand::expand(&entity),
-        Err(errors) => errors.to_compile_error(),
+        Err(errors) => errors.write_errors(),
     }
 }
 
