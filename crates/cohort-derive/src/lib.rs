@@ -10,7 +10,7 @@
 //!
 //! # Example
 //!
-//! ```ignore
+//! ```
 //! use chrono::{DateTime, Utc};
 //! use uuid::Uuid;
 //!
