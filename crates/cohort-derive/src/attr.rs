@@ -678,6 +678,7 @@ mod tests {
     use super::*;
     use proc_macro2::{Delimiter, Group, TokenTree};
     use quote::quote;
+    use syn::parse::Parser;
     use syn::parse_quote;
 
     fn messages(errors: Accumulator) -> Vec<String> {
@@ -708,8 +709,6 @@ mod tests {
         let out = parse_field_attrs(&field, &mut errors);
         (out, messages(errors))
     }
-
-    use syn::parse::Parser;
 
     fn value(setting: &Setting<LitStr>) -> Option<String> {
         setting.given.as_ref().map(|k| k.value.value())
@@ -937,6 +936,12 @@ mod tests {
             literal.anonymise.map(|k| k.value),
             Some(AnonymiseSpec::Literal(lit)) if lit.value() == "[x]"
         ));
+
+        // A whole key pasted as a `$m:meta` fragment.
+        let meta = invisible(quote!(category = "grouped"));
+        let (attrs, errors) = container(vec![parse_quote!(#[cohort(#meta, anchor = "at")])]);
+        assert_eq!(errors, Vec::<String>::new());
+        assert_eq!(value(&attrs.category).as_deref(), Some("grouped"));
 
         // A grouped value of the wrong kind is still rejected.
         let number = invisible(quote!(42));
