@@ -1,16 +1,21 @@
 //! The validated model of one `#[derive(Retained)]` type: everything the
 //! generated descriptor contains, checked against the rules that span several
 //! keys or fields (membership, identity, markers, anonymise methods).
+//!
+//! Every problem goes into one [`darling::error::Accumulator`], so all of them
+//! are reported at once.
 
-use quote::quote;
+use darling::Error;
+use darling::error::Accumulator;
+use heck::ToSnakeCase;
 use syn::ext::IdentExt;
 use syn::{Data, DeriveInput, Fields, Generics, Ident, LitStr, Path};
 
 use crate::attr::{
-    AnonymiseSpec, ContainerAttrs, Errors, FieldAttrs, Key, Marker, parse_container_attrs,
+    AnonymiseSpec, ContainerAttrs, FieldAttrs, Given, Marker, error_at, parse_container_attrs,
     parse_field_attrs,
 };
-use crate::util::{ident_problem, is_option, parse_uuid, snake_case, type_string};
+use crate::util::{ident_problem, is_option, parse_uuid, type_string};
 
 /// Whether the type is retained or exempt (mirrors `cohort::model::Membership`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,11 +110,17 @@ impl Entity {
     }
 }
 
+/// The default table name: the type name in snake_case (`SessionNote` →
+/// `session_note`, `HTTPRequestLog` → `http_request_log`), by `heck`.
+pub(crate) fn default_table(type_name: &str) -> String {
+    type_name.to_snake_case()
+}
+
 /// Parses and validates a `#[derive(Retained)]` input. Every problem found is
-/// reported in the one returned error (see [`syn::Error::combine`]).
-pub(crate) fn parse_entity(input: &DeriveInput) -> syn::Result<Entity> {
-    let mut errors = Errors::default();
-    let container = parse_container_attrs(&input.attrs, &mut errors);
+/// reported in the one returned error.
+pub(crate) fn parse_entity(input: &DeriveInput) -> darling::Result<Entity> {
+    let mut errors = Error::accumulator();
+    let container = parse_container_attrs(input, &mut errors);
     let named = named_fields(input, &mut errors);
 
     // Fields and their own attributes.
@@ -118,19 +129,19 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> syn::Result<Entity> {
     let mut field_idents = Vec::new();
     for field in named {
         let Some(ident) = &field.ident else { continue };
-        let attrs = parse_field_attrs(&field.attrs, &mut errors);
+        let attrs = parse_field_attrs(field, &mut errors);
         let name = ident.unraw().to_string();
         let column = match &attrs.column {
             Some(key) => checked_name(&key.value, "column", &mut errors),
             None => {
                 if let Some(problem) = ident_problem(&name) {
-                    errors.push(syn::Error::new_spanned(
-                        ident,
-                        format!(
+                    errors.push(
+                        Error::custom(format!(
                             "the column name `{name}` (the field name) {problem}; \
                              set `#[cohort(column = \"...\")]`"
-                        ),
-                    ));
+                        ))
+                        .with_span(ident),
+                    );
                 }
                 name.clone()
             }
@@ -158,36 +169,34 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> syn::Result<Entity> {
         .collect();
 
     let type_name = input.ident.unraw().to_string();
-    let table = match &container.table {
+    let table = match &container.table.given {
         Some(key) => checked_name(&key.value, "table", &mut errors),
         None => {
-            let table = snake_case(&type_name);
+            let table = default_table(&type_name);
             if let Some(problem) = ident_problem(&table) {
-                errors.push(syn::Error::new_spanned(
-                    &input.ident,
-                    format!(
+                errors.push(
+                    Error::custom(format!(
                         "the default table name `{table}` {problem}; \
                          set `#[cohort(table = \"...\")]`"
-                    ),
-                ));
+                    ))
+                    .with_span(&input.ident),
+                );
             }
             table
         }
     };
     let schema = container
         .schema
+        .given
         .as_ref()
         .map(|key| checked_name(&key.value, "schema", &mut errors));
 
-    errors.finish(())?;
     let Some(membership) = membership else {
-        // Not reached: `membership` reports an error whenever it returns `None`.
-        return Err(syn::Error::new_spanned(
-            &input.ident,
-            "invalid `cohort` attributes",
-        ));
+        // Not reached: `membership` returns `None` only after an error.
+        errors.finish()?;
+        return Err(Error::custom("invalid `cohort` attributes").with_span(&input.ident));
     };
-    Ok(Entity {
+    errors.finish_with(Entity {
         ident: input.ident.clone(),
         generics: input.generics.clone(),
         type_name,
@@ -195,7 +204,7 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> syn::Result<Entity> {
         entity_id,
         table,
         schema,
-        tenantless: container.tenantless.is_some(),
+        tenantless: container.tenantless.given.is_some(),
         fields,
         markers,
         anonymise,
@@ -206,43 +215,35 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> syn::Result<Entity> {
 /// The struct's named fields; anything else is reported.
 fn named_fields<'a>(
     input: &'a DeriveInput,
-    errors: &mut Errors,
+    errors: &mut Accumulator,
 ) -> impl Iterator<Item = &'a syn::Field> + 'a {
     const ONLY: &str = "#[derive(Retained)] supports only structs with named fields";
-    let ident = &input.ident;
     let named = match &input.data {
         Data::Struct(data) => match &data.fields {
             Fields::Named(named) => Some(named),
             Fields::Unnamed(unnamed) => {
-                errors.push(syn::Error::new_spanned(
-                    unnamed,
+                errors.push(error_at(
+                    unnamed.paren_token.span.join(),
                     format!("{ONLY}; a tuple struct has no field names to map to columns"),
                 ));
                 None
             }
             Fields::Unit => {
-                let struct_token = data.struct_token;
-                errors.push(syn::Error::new_spanned(
-                    quote!(#struct_token #ident),
-                    format!("{ONLY}; a unit struct has no fields to map to columns"),
-                ));
+                errors.push(
+                    Error::custom(format!(
+                        "{ONLY}; a unit struct has no fields to map to columns"
+                    ))
+                    .with_span(&input.ident),
+                );
                 None
             }
         },
         Data::Enum(data) => {
-            let enum_token = data.enum_token;
-            errors.push(syn::Error::new_spanned(
-                quote!(#enum_token #ident),
-                format!("{ONLY}, not enums"),
-            ));
+            errors.push(Error::custom(format!("{ONLY}, not enums")).with_span(&data.enum_token));
             None
         }
         Data::Union(data) => {
-            let union_token = data.union_token;
-            errors.push(syn::Error::new_spanned(
-                quote!(#union_token #ident),
-                format!("{ONLY}, not unions"),
-            ));
+            errors.push(Error::custom(format!("{ONLY}, not unions")).with_span(&data.union_token));
             None
         }
     };
@@ -251,13 +252,15 @@ fn named_fields<'a>(
 
 /// The value of a `table`, `schema` or `column` key, checked to be a valid
 /// PostgreSQL identifier.
-fn checked_name(value: &LitStr, key: &str, errors: &mut Errors) -> String {
+fn checked_name(value: &LitStr, key: &str, errors: &mut Accumulator) -> String {
     let name = value.value();
     if let Some(problem) = ident_problem(&name) {
-        errors.push(syn::Error::new_spanned(
-            value,
-            format!("`{key}` must be a valid PostgreSQL identifier, but this {problem}"),
-        ));
+        errors.push(
+            Error::custom(format!(
+                "`{key}` must be a valid PostgreSQL identifier, but this {problem}"
+            ))
+            .with_span(value),
+        );
     }
     name
 }
@@ -267,21 +270,26 @@ fn check_unique_columns(
     fields: &[Field],
     attrs: &[FieldAttrs],
     idents: &[&Ident],
-    errors: &mut Errors,
+    errors: &mut Accumulator,
 ) {
     for (i, field) in fields.iter().enumerate() {
         if let Some(first) = fields[..i].iter().find(|f| f.column == field.column) {
-            let message = format!(
+            let error = Error::custom(format!(
                 "column `{}` is already used by field `{}`; give one of them another \
                  `#[cohort(column = \"...\")]`",
                 field.column, first.name
-            );
+            ));
             errors.push(match &attrs[i].column {
-                Some(key) => syn::Error::new_spanned(&key.value, message),
-                None => syn::Error::new_spanned(idents[i], message),
+                Some(key) => error.with_span(&key.value),
+                None => error.with_span(idents[i]),
             });
         }
     }
+}
+
+/// The key's name, for messages.
+fn key_name(path: &Path) -> String {
+    darling::util::path_to_string(path)
 }
 
 /// Works out retained versus exempt. `None` when the attributes do not say
@@ -290,56 +298,54 @@ fn membership(
     input: &DeriveInput,
     container: &ContainerAttrs,
     fields: &[Field],
-    errors: &mut Errors,
+    errors: &mut Accumulator,
 ) -> Option<Membership> {
-    if let Some(exempt) = &container.exempt {
-        for key in [&container.category, &container.anchor]
+    if !container.readable {
+        return None;
+    }
+    if let Some(exempt) = &container.exempt.given {
+        for key in [&container.category.given, &container.anchor.given]
             .into_iter()
             .flatten()
         {
-            let name = key
-                .path
-                .get_ident()
-                .map(Ident::to_string)
-                .unwrap_or_default();
-            errors.push(syn::Error::new_spanned(
-                &key.path,
-                format!(
+            let name = key_name(&key.path);
+            errors.push(
+                Error::custom(format!(
                     "`{name}` cannot be combined with `exempt`: an exempt type takes no part \
                      in retention; remove `exempt` or `{name}`"
-                ),
-            ));
+                ))
+                .with_span(&key.path),
+            );
         }
         let reason = exempt.value.value();
         if reason.trim().is_empty() {
-            errors.push(syn::Error::new_spanned(
-                &exempt.value,
-                "`exempt` needs a reason: write `exempt = \"why this type keeps its rows\"`",
-            ));
+            errors.push(
+                Error::custom(
+                    "`exempt` needs a reason: write `exempt = \"why this type keeps its rows\"`",
+                )
+                .with_span(&exempt.value),
+            );
         }
         return Some(Membership::Exempt { reason });
     }
     // A key written with a malformed value has been reported already; do not
     // report it as missing, nor what follows from it missing.
-    let written = |key| container.wrote(key).is_some();
-    if written("exempt") {
+    if container.exempt.written {
         return None;
     }
-    match (&container.category, &container.anchor) {
+    let (category, anchor) = (&container.category, &container.anchor);
+    match (&category.given, &anchor.given) {
         (Some(category), Some(anchor)) => {
             let category_name = category.value.value();
             if category_name.trim().is_empty() {
-                errors.push(syn::Error::new_spanned(
-                    &category.value,
-                    "`category` must not be empty",
-                ));
+                errors
+                    .push(Error::custom("`category` must not be empty").with_span(&category.value));
             }
             let anchor_name = anchor.value.value();
             if !fields.iter().any(|f| f.name == anchor_name) {
                 let known: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-                errors.push(syn::Error::new_spanned(
-                    &anchor.value,
-                    format!(
+                errors.push(
+                    Error::custom(format!(
                         "`anchor` must name a field of `{}`, but there is no field `{}` \
                          (fields: {})",
                         input.ident,
@@ -349,83 +355,89 @@ fn membership(
                         } else {
                             known.join(", ")
                         }
-                    ),
-                ));
+                    ))
+                    .with_span(&anchor.value),
+                );
             }
             Some(Membership::Retained {
                 category: category_name,
                 anchor: anchor_name,
             })
         }
-        (Some(_), None) | (None, Some(_)) | (None, None)
-            if written("category") && written("anchor") =>
-        {
-            None
-        }
-        (None, None) if written("category") || written("anchor") => None,
+        _ if category.written && anchor.written => None,
+        (None, None) if category.written || anchor.written => None,
         (Some(category), None) => {
-            errors.push(syn::Error::new_spanned(
-                &category.attr,
-                "a retained type needs `anchor = \"field\"` next to `category`: the field whose \
-                 timestamp ages the row",
-            ));
+            errors.push(
+                Error::custom(
+                    "a retained type needs `anchor = \"field\"` next to `category`: the field \
+                     whose timestamp ages the row",
+                )
+                .with_span(&category.path),
+            );
             None
         }
         (None, Some(anchor)) => {
-            errors.push(syn::Error::new_spanned(
-                &anchor.attr,
-                "a retained type needs `category = \"...\"` next to `anchor`: the retention \
-                 category whose rule applies",
-            ));
+            errors.push(
+                Error::custom(
+                    "a retained type needs `category = \"...\"` next to `anchor`: the retention \
+                     category whose rule applies",
+                )
+                .with_span(&anchor.path),
+            );
             None
         }
         (None, None) => {
-            errors.push(syn::Error::new_spanned(
-                &input.ident,
-                format!(
+            errors.push(
+                Error::custom(format!(
                     "`{}` neither takes part in retention nor is exempt: add \
                      `#[cohort(category = \"...\", anchor = \"field\", id = \"<uuid>\")]` or \
                      `#[cohort(exempt = \"reason\")]`",
                     input.ident
-                ),
-            ));
+                ))
+                .with_span(&input.ident),
+            );
             None
         }
     }
 }
 
 /// The `id` key: required for retained types, a valid non-nil UUID when given.
-fn entity_id(container: &ContainerAttrs, errors: &mut Errors) -> Option<u128> {
-    let Some(id) = &container.id else {
-        if container.wrote("id").is_some() || container.wrote("exempt").is_some() {
+fn entity_id(container: &ContainerAttrs, errors: &mut Accumulator) -> Option<u128> {
+    let Some(id) = &container.id.given else {
+        if !container.readable || container.id.written || container.exempt.written {
             return None;
         }
-        let retained_attr = container
-            .wrote("category")
-            .or_else(|| container.wrote("anchor"));
-        if let Some(attr) = retained_attr {
-            errors.push(syn::Error::new_spanned(
-                attr,
-                "a retained type needs a stable id: add `id = \"<uuid>\"` (generate one once, \
-                 e.g. with `uuidgen`, and never change it)",
-            ));
+        // Point at the key that makes the type retained.
+        let retained_key = container
+            .category
+            .given
+            .as_ref()
+            .or(container.anchor.given.as_ref());
+        if let Some(key) = retained_key {
+            errors.push(
+                Error::custom(
+                    "a retained type needs a stable id: add `id = \"<uuid>\"` (generate one \
+                     once, e.g. with `uuidgen`, and never change it)",
+                )
+                .with_span(&key.path),
+            );
         }
         return None;
     };
     match parse_uuid(&id.value.value()) {
         Ok(0) => {
-            errors.push(syn::Error::new_spanned(
-                &id.value,
-                "`id` must not be the nil UUID: generate a random one once (e.g. with `uuidgen`)",
-            ));
+            errors.push(
+                Error::custom(
+                    "`id` must not be the nil UUID: generate a random one once (e.g. with \
+                     `uuidgen`)",
+                )
+                .with_span(&id.value),
+            );
             None
         }
         Ok(value) => Some(value),
         Err(problem) => {
-            errors.push(syn::Error::new_spanned(
-                &id.value,
-                format!("malformed `id`: {problem}"),
-            ));
+            errors.push(Error::custom(format!("malformed `id`: {problem}")).with_span(&id.value));
             None
         }
     }
@@ -437,7 +449,7 @@ fn markers(
     container: &ContainerAttrs,
     fields: &[Field],
     attrs: &[FieldAttrs],
-    errors: &mut Errors,
+    errors: &mut Accumulator,
 ) -> [Option<String>; 5] {
     let mut out: [Option<String>; 5] = Default::default();
     for (slot, marker) in out.iter_mut().zip(Marker::ALL) {
@@ -446,55 +458,66 @@ fn markers(
                 continue;
             };
             match slot {
-                Some(first) => errors.push(syn::Error::new_spanned(
-                    &key.path,
-                    format!(
-                        "the `{}` marker is already on field `{first}`: a marker may be on one field only",
+                Some(first) => errors.push(
+                    Error::custom(format!(
+                        "the `{}` marker is already on field `{first}`: a marker may be on one \
+                         field only",
                         marker.key()
-                    ),
-                )),
+                    ))
+                    .with_span(&key.path),
+                ),
                 None => *slot = Some(field.name.clone()),
             }
-            if let (Marker::Tenant, Some(tenantless)) = (marker, &container.tenantless) {
-                let mut error = syn::Error::new_spanned(
-                    &key.path,
-                    "a `tenantless` type has no tenant field: remove `tenant` here or \
-                         `tenantless` on the struct",
-                );
-                error.combine(syn::Error::new_spanned(
-                    &tenantless.path,
-                    format!(
-                        "`tenantless` given here, but field `{}` is marked `tenant`",
-                        field.name
-                    ),
-                ));
-                errors.push(error);
+            if let (Marker::Tenant, Some(tenantless)) = (marker, &container.tenantless.given) {
+                tenant_on_tenantless(key, tenantless, &field.name, errors);
             }
         }
     }
     out
 }
 
+/// `tenant` on a field of a `tenantless` type: reported at both keys.
+fn tenant_on_tenantless<T, U>(
+    tenant: &Given<T>,
+    tenantless: &Given<U>,
+    field: &str,
+    errors: &mut Accumulator,
+) {
+    errors.push(
+        Error::custom(
+            "a `tenantless` type has no tenant field: remove `tenant` here or `tenantless` on \
+             the struct",
+        )
+        .with_span(&tenant.path),
+    );
+    errors.push(
+        Error::custom(format!(
+            "`tenantless` given here, but field `{field}` is marked `tenant`"
+        ))
+        .with_span(&tenantless.path),
+    );
+}
+
 /// The anonymised fields; `anonymise = "null"` on a field that is not an
 /// `Option` is reported.
-fn anonymise(fields: &[Field], attrs: &[FieldAttrs], errors: &mut Errors) -> Vec<Anonymised> {
+fn anonymise(fields: &[Field], attrs: &[FieldAttrs], errors: &mut Accumulator) -> Vec<Anonymised> {
     let mut out = Vec::new();
     for (field, field_attrs) in fields.iter().zip(attrs) {
-        let Some(Key { value: spec, .. }) = &field_attrs.anonymise else {
+        let Some(Given { value: spec, .. }) = &field_attrs.anonymise else {
             continue;
         };
         let method = match spec {
             AnonymiseSpec::Null(lit) => {
                 if !field.optional {
-                    errors.push(syn::Error::new_spanned(
-                        lit,
-                        format!(
-                            "`anonymise = \"null\"` needs an `Option<_>` field, but `{}` has type \
-                             `{}`; make it an `Option` or use `anonymise = \"empty\"` or \
+                    errors.push(
+                        Error::custom(format!(
+                            "`anonymise = \"null\"` needs an `Option<_>` field, but `{}` has \
+                             type `{}`; make it an `Option` or use `anonymise = \"empty\"` or \
                              `anonymise(literal = \"...\")`",
                             field.name, field.rust_type
-                        ),
-                    ));
+                        ))
+                        .with_span(lit),
+                    );
                 }
                 Method::Null
             }
@@ -527,7 +550,10 @@ mod tests {
             Ok(entity) => entity,
             Err(e) => panic!(
                 "unexpected errors: {:?}",
-                e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>()
+                e.flatten()
+                    .into_iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
             ),
         }
     }
@@ -535,7 +561,7 @@ mod tests {
     fn errors(input: DeriveInput) -> Vec<String> {
         match parse_entity(&input) {
             Ok(_) => panic!("expected errors"),
-            Err(e) => e.into_iter().map(|e| e.to_string()).collect(),
+            Err(e) => e.flatten().into_iter().map(|e| e.to_string()).collect(),
         }
     }
 
@@ -635,7 +661,7 @@ mod tests {
                     Method::Custom { name, path } => {
                         format!(
                             "custom {name} {}",
-                            quote!(#path).to_string().replace(' ', "")
+                            quote::quote!(#path).to_string().replace(' ', "")
                         )
                     }
                 };
@@ -680,6 +706,23 @@ mod tests {
             with_id.entity_id,
             Some(0xa3f467fe_c5d0_4f17_9897_83c373cc1dc8)
         );
+    }
+
+    #[test]
+    fn default_table_names() {
+        for (type_name, table) in [
+            ("SessionNote", "session_note"),
+            ("CaseContact", "case_contact"),
+            ("Note", "note"),
+            ("HTTPRequestLog", "http_request_log"),
+            ("AuditLogV2", "audit_log_v2"),
+            ("Note2Fa", "note2_fa"),
+            ("ABC", "abc"),
+            ("already_snake", "already_snake"),
+            ("Mixed_Case", "mixed_case"),
+        ] {
+            assert_eq!(default_table(type_name), table, "{type_name}");
+        }
     }
 
     #[test]

@@ -1,5 +1,10 @@
 //! Code generation: the `impl ::cohort::Retained` with a `static`
-//! `EntityDescriptor` built from struct literals. Static metadata only.
+//! `EntityDescriptor`, and the type's `ENTITY_ID` constant. Static metadata
+//! only.
+//!
+//! Descriptor fields are private to `cohort`; the output builds them through
+//! the hidden `const fn` constructors in `::cohort::__private`, which is why
+//! `cohort` pins this crate to its exact version.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
@@ -16,26 +21,43 @@ fn opt_str(value: Option<&str>) -> TokenStream {
     }
 }
 
-/// The `impl ::cohort::Retained for T` of a validated entity.
+/// `::cohort::__private::Uuid::from_u128(0x..._u128)`, a `const` expression.
+fn uuid(id: u128) -> TokenStream {
+    let literal = syn::LitInt::new(&format!("0x{id:032x}_u128"), proc_macro2::Span::call_site());
+    quote!(::cohort::__private::Uuid::from_u128(#literal))
+}
+
+/// The UUID in its usual hyphenated form, for documentation.
+fn hyphenated(id: u128) -> String {
+    let hex = format!("{id:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// The `impl ::cohort::Retained for T` of a validated entity, and, when the
+/// type has an id, `impl T { pub const ENTITY_ID: Uuid }`.
 pub(crate) fn expand(entity: &Entity) -> TokenStream {
     let ident = &entity.ident;
     let (impl_generics, ty_generics, where_clause) = entity.generics.split_for_impl();
     let type_name = &entity.type_name;
 
     let membership = match &entity.membership {
-        Membership::Retained { category, anchor } => quote! {
-            ::cohort::model::Membership::Retained { category: #category, anchor: #anchor }
-        },
-        Membership::Exempt { reason } => quote! {
-            ::cohort::model::Membership::Exempt { reason: #reason }
-        },
+        Membership::Retained { category, anchor } => {
+            quote!(::cohort::__private::retained(#category, #anchor))
+        }
+        Membership::Exempt { reason } => quote!(::cohort::__private::exempt(#reason)),
     };
 
     let entity_id = match entity.entity_id {
         Some(id) => {
-            let literal =
-                syn::LitInt::new(&format!("0x{id:032x}_u128"), proc_macro2::Span::call_site());
-            quote!(::core::option::Option::Some(::cohort::__private::Uuid::from_u128(#literal)))
+            let uuid = uuid(id);
+            quote!(::core::option::Option::Some(#uuid))
         }
         None => quote!(::core::option::Option::None),
     };
@@ -47,74 +69,68 @@ pub(crate) fn expand(entity: &Entity) -> TokenStream {
     let fields = entity.fields.iter().map(|field| {
         let (name, column, optional, rust_type) =
             (&field.name, &field.column, field.optional, &field.rust_type);
-        quote! {
-            ::cohort::model::FieldDescriptor {
-                field: #name,
-                column: #column,
-                optional: #optional,
-                rust_type: #rust_type,
-            }
-        }
+        quote!(::cohort::__private::field_descriptor(#name, #column, #optional, #rust_type))
     });
 
-    let marker = |m: Marker| opt_str(entity.marker(m));
-    let (record_id, tenant, soft_delete, deleted_at, anonymised_at) = (
-        marker(Marker::RecordId),
-        marker(Marker::Tenant),
-        marker(Marker::SoftDelete),
-        marker(Marker::DeletedAt),
-        marker(Marker::AnonymisedAt),
-    );
+    let markers = Marker::ALL.map(|m| opt_str(entity.marker(m)));
 
     let anonymise = entity.anonymise.iter().map(|anonymised| {
         let field = &anonymised.field;
         let method = match &anonymised.method {
-            Method::Null => quote!(::cohort::model::AnonymiseMethod::Null),
-            Method::EmptyString => quote!(::cohort::model::AnonymiseMethod::EmptyString),
-            Method::Literal(text) => quote!(::cohort::model::AnonymiseMethod::Literal(#text)),
+            Method::Null => quote!(::cohort::__private::anonymise_null()),
+            Method::EmptyString => quote!(::cohort::__private::anonymise_empty_string()),
+            Method::Literal(text) => quote!(::cohort::__private::anonymise_literal(#text)),
             Method::Custom { name, path } => {
                 // Spanned on the user's path, so "does not implement
                 // `Anonymiser`" points at the attribute.
                 let function =
                     quote_spanned!(path.span()=> <#path as ::cohort::Anonymiser>::anonymise);
-                quote! {
-                    ::cohort::model::AnonymiseMethod::Custom(::cohort::model::CustomAnonymiser {
-                        name: #name,
-                        anonymise: #function,
-                    })
-                }
+                quote!(::cohort::__private::anonymise_custom(#name, #function))
             }
         };
-        quote!(::cohort::model::AnonymisedField { field: #field, method: #method })
+        quote!(::cohort::__private::anonymised_field(#field, #method))
     });
 
     let erasure_subjects = &entity.erasure_subjects;
+
+    let entity_id_const = entity.entity_id.map(|id| {
+        let uuid = uuid(id);
+        let doc = format!(
+            "The stable retained-entity id of `{type_name}` (`{}`), from its \
+             `#[cohort(id = \"...\")]`: the id holds, erasure targets and the ledger use \
+             for this type. Generated by `#[derive(cohort::Retained)]`.",
+            hyphenated(id)
+        );
+        quote! {
+            impl #impl_generics #ident #ty_generics #where_clause {
+                #[doc = #doc]
+                pub const ENTITY_ID: ::cohort::__private::Uuid = #uuid;
+            }
+        }
+    });
 
     quote! {
         #[automatically_derived]
         impl #impl_generics ::cohort::Retained for #ident #ty_generics #where_clause {
             fn descriptor() -> &'static ::cohort::model::EntityDescriptor {
-                static DESCRIPTOR: ::cohort::model::EntityDescriptor = ::cohort::model::EntityDescriptor {
-                    type_name: #type_name,
-                    membership: #membership,
-                    entity_id: #entity_id,
-                    table: #table,
-                    schema: #schema,
-                    tenantless: #tenantless,
-                    fields: &[#(#fields),*],
-                    markers: ::cohort::model::Markers {
-                        record_id: #record_id,
-                        tenant: #tenant,
-                        soft_delete: #soft_delete,
-                        deleted_at: #deleted_at,
-                        anonymised_at: #anonymised_at,
-                    },
-                    anonymise: &[#(#anonymise),*],
-                    erasure_subjects: &[#(#erasure_subjects),*],
-                };
+                static DESCRIPTOR: ::cohort::model::EntityDescriptor =
+                    ::cohort::__private::entity_descriptor(
+                        #type_name,
+                        #membership,
+                        #entity_id,
+                        #table,
+                        #schema,
+                        #tenantless,
+                        &[#(#fields),*],
+                        ::cohort::__private::markers(#(#markers),*),
+                        &[#(#anonymise),*],
+                        &[#(#erasure_subjects),*],
+                    );
                 &DESCRIPTOR
             }
         }
+
+        #entity_id_const
     }
 }
 
@@ -141,26 +157,27 @@ mod tests {
                 #[cohort(anonymise_with = anon::KeepDomain, tenant)] work: T,
             }
         });
-        let item: syn::ItemImpl = match syn::parse_str(&output) {
-            Ok(item) => item,
-            Err(e) => panic!("not an impl ({e}): {output}"),
+        let file: syn::File = match syn::parse_str(&output) {
+            Ok(file) => file,
+            Err(e) => panic!("not items ({e}): {output}"),
         };
-        assert_eq!(item.items.len(), 1);
+        assert_eq!(file.items.len(), 2, "{output}");
         let compact = output.replace(' ', "");
+        let none = "::core::option::Option::None";
+        let markers = format!(
+            "::cohort::__private::markers({none},::core::option::Option::Some(\"work\"),{none},{none},{none})"
+        );
         for expected in [
             "impl<T>::cohort::RetainedforCaseContact<T>",
-            "staticDESCRIPTOR:::cohort::model::EntityDescriptor=",
-            "::cohort::__private::Uuid::from_u128(0xb7316df47db546adaea7f65c4b430f73_u128)",
-            "membership:::cohort::model::Membership::Retained{category:\"case-contacts\",anchor:\"created_at\"}",
-            "table:\"case_contact\"",
-            "schema:::core::option::Option::None",
-            "tenant:::core::option::Option::Some(\"work\")",
-            "record_id:::core::option::Option::None",
-            "field:\"email\",column:\"email\",optional:true,rust_type:\"Option<String>\"",
-            "method:::cohort::model::AnonymiseMethod::Null",
-            "::cohort::model::CustomAnonymiser{name:\"KeepDomain\",anonymise:<anon::KeepDomainas::cohort::Anonymiser>::anonymise,}",
-            "erasure_subjects:&[\"email\"]",
-            "&DESCRIPTOR",
+            "staticDESCRIPTOR:::cohort::model::EntityDescriptor=::cohort::__private::entity_descriptor(\"CaseContact\",",
+            "::cohort::__private::retained(\"case-contacts\",\"created_at\"),::core::option::Option::Some(::cohort::__private::Uuid::from_u128(0xb7316df47db546adaea7f65c4b430f73_u128)),\"case_contact\",::core::option::Option::None,false,",
+            "&[::cohort::__private::field_descriptor(\"created_at\",\"created_at\",false,\"i64\"),::cohort::__private::field_descriptor(\"email\",\"email\",true,\"Option<String>\"),",
+            markers.as_str(),
+            "::cohort::__private::anonymised_field(\"email\",::cohort::__private::anonymise_null())",
+            "::cohort::__private::anonymise_custom(\"KeepDomain\",<anon::KeepDomainas::cohort::Anonymiser>::anonymise)",
+            "&[\"email\"],);&DESCRIPTOR",
+            "impl<T>CaseContact<T>{#[doc=\"Thestableretained-entityidof`CaseContact`(`b7316df4-7db5-46ad-aea7-f65c4b430f73`)",
+            "pubconstENTITY_ID:::cohort::__private::Uuid=::cohort::__private::Uuid::from_u128(0xb7316df47db546adaea7f65c4b430f73_u128);",
         ] {
             assert!(compact.contains(expected), "missing {expected} in {output}");
         }
@@ -173,13 +190,10 @@ mod tests {
             struct Invoice { id: i64 }
         })
         .replace(' ', "");
+        assert!(!compact.contains("ENTITY_ID"), "{compact}");
         for expected in [
-            "membership:::cohort::model::Membership::Exempt{reason:\"keptbylaw\"}",
-            "entity_id:::core::option::Option::None",
-            "schema:::core::option::Option::Some(\"billing\")",
-            "tenantless:true",
-            "anonymise:&[]",
-            "erasure_subjects:&[]",
+            "::cohort::__private::exempt(\"keptbylaw\"),::core::option::Option::None,\"invoice\",::core::option::Option::Some(\"billing\"),true,",
+            "&[],&[],);",
         ] {
             assert!(
                 compact.contains(expected),

@@ -10,7 +10,7 @@
 //!
 //! # Example
 //!
-//! ```ignore
+//! ```
 //! use chrono::{DateTime, Utc};
 //! use uuid::Uuid;
 //!
@@ -53,16 +53,30 @@
 //! }
 //!
 //! let descriptor = <CaseContact as cohort::Retained>::descriptor();
-//! assert_eq!(descriptor.table, "case_contacts");
-//! assert_eq!(descriptor.markers.tenant, Some("organisation"));
-//! assert_eq!(descriptor.erasure_subjects, &["email", "subject_id"]);
+//! assert_eq!(descriptor.table(), "case_contacts");
+//! assert_eq!(descriptor.markers().tenant(), Some("organisation"));
+//! assert_eq!(descriptor.erasure_subjects(), &["email", "subject_id"]);
+//! assert_eq!(descriptor.entity_id(), Some(CaseContact::ENTITY_ID));
 //! ```
+//!
+//! # What it generates
+//!
+//! - `impl cohort::Retained for T`, whose `descriptor()` returns a `static`
+//!   descriptor built with the hidden `const fn` constructors in
+//!   `cohort::__private` (descriptor fields are private to `cohort`; this
+//!   crate is pinned to `cohort`'s exact version for that reason).
+//! - For a type with an `id`: `impl T { pub const ENTITY_ID: uuid::Uuid }`,
+//!   the same id as `<T as cohort::Retained>::entity_id()`, usable in `const`
+//!   contexts. A type that defines its own `ENTITY_ID` cannot derive
+//!   `Retained` with an `id`.
 //!
 //! # Attributes
 //!
 //! All keys go in `#[cohort(...)]` attributes. Several keys may share one
 //! attribute (`#[cohort(a, b = "..")]`) or be spread over several
-//! attributes; each key may be given once per struct or field.
+//! attributes; each key may be given once per struct or field. Values may
+//! come from a `macro_rules!` macro's fragments (`id = $id` with
+//! `$id:literal`, `anonymise_with = $a` with `$a:path`).
 //!
 //! ## On the struct
 //!
@@ -94,8 +108,8 @@
 //!
 //! # Compile-time errors
 //!
-//! All problems are reported at once, each pointing at the attribute or
-//! value at fault: unknown or duplicate keys, malformed values (a key missing
+//! All problems are reported at once, each pointing at the key or value at
+//! fault: unknown or duplicate keys, malformed values (a key missing
 //! its value, a non-string value, a name that is not a valid PostgreSQL
 //! identifier), a missing, malformed or nil `id` on a retained type, an
 //! `anchor` naming no field, a type that is neither retained nor exempt,
@@ -131,7 +145,7 @@ pub fn derive_retained(input: TokenStream) -> TokenStream {
 fn derive(input: &syn::DeriveInput) -> proc_macro2::TokenStream {
     match entity::parse_entity(input) {
         Ok(entity) => expand::expand(&entity),
-        Err(errors) => errors.to_compile_error(),
+        Err(errors) => errors.write_errors(),
     }
 }
 

@@ -1,5 +1,5 @@
-//! Small syntactic helpers: UUID parsing, snake_case, identifier checks and
-//! type inspection. None of them report errors with spans; callers do.
+//! Small syntactic helpers: UUID parsing, identifier checks and type
+//! inspection. None of them report errors with spans; callers do.
 
 use quote::ToTokens;
 
@@ -47,35 +47,6 @@ pub(crate) fn parse_uuid(text: &str) -> Result<u128, String> {
         ));
     }
     u128::from_str_radix(&digits, 16).map_err(|e| format!("`{text}` is not a UUID: {e}"))
-}
-
-/// Converts a Rust type name (UpperCamelCase) to snake_case, the default table
-/// name: `SessionNote` → `session_note`, `HTTPRequestLog` → `http_request_log`,
-/// `Note2Fa` → `note2_fa`.
-pub(crate) fn snake_case(name: &str) -> String {
-    let chars: Vec<char> = name.chars().collect();
-    let mut out = String::with_capacity(name.len() + 4);
-    for (i, &c) in chars.iter().enumerate() {
-        if c.is_uppercase() {
-            let prev = i.checked_sub(1).map(|p| chars[p]);
-            let next = chars.get(i + 1).copied();
-            let starts_word = match prev {
-                None | Some('_') => false,
-                Some(p) if p.is_lowercase() || p.is_ascii_digit() => true,
-                // An acronym ends where an uppercase letter is followed by a
-                // lowercase one: `HTTPRequest` → `http` + `request`.
-                Some(p) if p.is_uppercase() => next.is_some_and(char::is_lowercase),
-                Some(_) => false,
-            };
-            if starts_word {
-                out.push('_');
-            }
-            out.extend(c.to_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// What is wrong with a name used as a PostgreSQL identifier, if anything
@@ -204,19 +175,6 @@ mod tests {
         }
         let message = parse_uuid("g3f467fe-c5d0-4f17-9897-83c373cc1dc8").err();
         assert!(message.is_some_and(|m| m.contains("`g` is not a hexadecimal digit")));
-    }
-
-    #[test]
-    fn snake_case_names() {
-        assert_eq!(snake_case("SessionNote"), "session_note");
-        assert_eq!(snake_case("CaseContact"), "case_contact");
-        assert_eq!(snake_case("Note"), "note");
-        assert_eq!(snake_case("HTTPRequestLog"), "http_request_log");
-        assert_eq!(snake_case("AuditLogV2"), "audit_log_v2");
-        assert_eq!(snake_case("Note2Fa"), "note2_fa");
-        assert_eq!(snake_case("ABC"), "abc");
-        assert_eq!(snake_case("already_snake"), "already_snake");
-        assert_eq!(snake_case("Mixed_Case"), "mixed_case");
     }
 
     #[test]

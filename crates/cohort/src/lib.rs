@@ -39,7 +39,15 @@ pub use cohort_derive::Retained;
 
 #[doc(hidden)]
 pub mod __private {
-    //! Paths the derive macro's output uses. Not part of the public API.
+    //! Paths the derive macro's output uses. Not part of the public API: the
+    //! derive is released with this crate (`cohort-derive` is pinned to the
+    //! same exact version) and anything here may change in any release.
+    //! Descriptors are built only through these constructors, so their fields
+    //! stay private.
+    pub use crate::model::descriptor::{
+        anonymise_custom, anonymise_empty_string, anonymise_literal, anonymise_null,
+        anonymised_field, entity_descriptor, exempt, field_descriptor, markers, retained,
+    };
     pub use uuid::Uuid;
 }
 

@@ -4,49 +4,139 @@
 //! field plays which role (record id, tenant, ...) is settled only when the
 //! type is registered, because global conventions take part (attribute, then
 //! global convention, then built-in default).
+//!
+//! Descriptors are read-only outside this crate: their fields are private and
+//! the derive builds them through the hidden constructors at the end of this
+//! file (reached as `cohort::__private::...`). The crate can therefore add
+//! fields without breaking hosts, and a host cannot build a descriptor that
+//! skipped the derive's compile-time checks.
 
 use uuid::Uuid;
 
 /// A row type known to Cohort: implemented by `#[derive(Retained)]`.
 ///
-/// Implement it by hand only if you cannot use the derive; the descriptor is
-/// then checked at start-up in the same way.
+/// Use the derive: descriptors can only be built by it (their fields are
+/// private). Generic code reads a type's metadata through
+/// [`Retained::descriptor`] and its id through [`Retained::entity_id`]:
+///
+/// ```
+/// fn id_of<T: cohort::Retained>() -> Option<uuid::Uuid> {
+///     T::entity_id()
+/// }
+///
+/// #[derive(cohort::Retained)]
+/// #[cohort(category = "session-notes", anchor = "created_at")]
+/// #[cohort(id = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8")]
+/// pub struct SessionNote {
+///     pub id: uuid::Uuid,
+///     pub tenant_id: uuid::Uuid,
+///     pub created_at: chrono::DateTime<chrono::Utc>,
+/// }
+///
+/// assert_eq!(id_of::<SessionNote>(), Some(SessionNote::ENTITY_ID));
+/// ```
 pub trait Retained {
     /// The type's retention metadata.
     fn descriptor() -> &'static EntityDescriptor;
+
+    /// The type's stable retained-entity id (`#[cohort(id = "...")]`), the
+    /// same as [`EntityDescriptor::entity_id`]. `None` only for exempt types
+    /// declared without an id. For a concrete type, the derive also provides
+    /// the constant `T::ENTITY_ID`.
+    fn entity_id() -> Option<Uuid> {
+        Self::descriptor().entity_id
+    }
 }
 
 /// Everything the derive macro knows about one row type.
+///
+/// Read it through its accessors; only `#[derive(Retained)]` builds one.
 #[derive(Debug, Clone, Copy)]
 pub struct EntityDescriptor {
+    pub(crate) type_name: &'static str,
+    pub(crate) membership: Membership,
+    pub(crate) entity_id: Option<Uuid>,
+    pub(crate) table: &'static str,
+    pub(crate) schema: Option<&'static str>,
+    pub(crate) tenantless: bool,
+    pub(crate) fields: &'static [FieldDescriptor],
+    pub(crate) markers: Markers,
+    pub(crate) anonymise: &'static [AnonymisedField],
+    pub(crate) erasure_subjects: &'static [&'static str],
+}
+
+impl EntityDescriptor {
     /// The Rust type's name, for messages and the ledger's `entity_type`.
-    pub type_name: &'static str,
-    /// Whether the type is retained or explicitly exempt.
-    pub membership: Membership,
-    /// The stable retained-entity id (`#[cohort(id = "...")]`). Required for
+    pub const fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+
+    /// Whether the type is retained (with its category and anchor) or
+    /// explicitly exempt (with its reason).
+    pub const fn membership(&self) -> Membership {
+        self.membership
+    }
+
+    /// The stable retained-entity id (`#[cohort(id = "...")]`). Always set for
     /// retained types; optional for exempt ones. Never change it once rows,
     /// holds or ledger entries refer to it.
-    pub entity_id: Option<Uuid>,
-    /// The table (`#[cohort(table = "...")]`, default: the type name in snake_case).
-    pub table: &'static str,
-    /// The table's schema, when given (`#[cohort(schema = "...")]`); otherwise
-    /// the configured default schema, then `public`.
-    pub schema: Option<&'static str>,
+    pub const fn entity_id(&self) -> Option<Uuid> {
+        self.entity_id
+    }
+
+    /// The table (`#[cohort(table = "...")]`, default: the type name in
+    /// snake_case).
+    pub const fn table(&self) -> &'static str {
+        self.table
+    }
+
+    /// The table's schema, when given (`#[cohort(schema = "...")]`);
+    /// otherwise the configured default schema applies, then `public`.
+    pub const fn schema(&self) -> Option<&'static str> {
+        self.schema
+    }
+
     /// `#[cohort(tenantless)]`: rows belong to no tenant.
-    pub tenantless: bool,
-    /// Every field of the struct with its column.
-    pub fields: &'static [FieldDescriptor],
-    /// Fields marked with a role attribute (`#[cohort(record_id)]`, ...).
-    pub markers: Markers,
-    /// Fields to scrub when the strategy is `Anonymise`, with their method.
-    pub anonymise: &'static [AnonymisedField],
-    /// Fields marked `#[cohort(erasure_subject)]`: any of them equal to the
-    /// subject makes a row an erasure match.
-    pub erasure_subjects: &'static [&'static str],
+    pub const fn tenantless(&self) -> bool {
+        self.tenantless
+    }
+
+    /// Every field of the struct with its column, in declaration order.
+    pub const fn fields(&self) -> &'static [FieldDescriptor] {
+        self.fields
+    }
+
+    /// Fields explicitly marked with a role attribute (`#[cohort(record_id)]`,
+    /// ...). Unmarked roles are settled at registration, by convention.
+    pub const fn markers(&self) -> &Markers {
+        &self.markers
+    }
+
+    /// Fields to scrub when the strategy is `Anonymise`, with their method,
+    /// in declaration order.
+    pub const fn anonymise(&self) -> &'static [AnonymisedField] {
+        self.anonymise
+    }
+
+    /// Fields marked `#[cohort(erasure_subject)]`, in declaration order: any
+    /// of them equal to the subject makes a row an erasure match.
+    pub const fn erasure_subjects(&self) -> &'static [&'static str] {
+        self.erasure_subjects
+    }
+
+    /// The field with this Rust name.
+    pub fn field(&self, name: &str) -> Option<&'static FieldDescriptor> {
+        self.fields.iter().find(|f| f.field == name)
+    }
 }
 
 /// Whether a type takes part in retention.
+///
+/// New kinds of membership may be added; match with a wildcard arm, or use
+/// [`Membership::category`], [`Membership::anchor`] and
+/// [`Membership::exempt_reason`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Membership {
     /// `#[cohort(category = "...", anchor = "field")]`.
     Retained {
@@ -63,46 +153,126 @@ pub enum Membership {
     },
 }
 
+impl Membership {
+    /// The retention category of a retained type.
+    pub const fn category(&self) -> Option<&'static str> {
+        match *self {
+            Membership::Retained { category, .. } => Some(category),
+            Membership::Exempt { .. } => None,
+        }
+    }
+
+    /// The anchor field of a retained type.
+    pub const fn anchor(&self) -> Option<&'static str> {
+        match *self {
+            Membership::Retained { anchor, .. } => Some(anchor),
+            Membership::Exempt { .. } => None,
+        }
+    }
+
+    /// Why an exempt type is exempt.
+    pub const fn exempt_reason(&self) -> Option<&'static str> {
+        match *self {
+            Membership::Exempt { reason } => Some(reason),
+            Membership::Retained { .. } => None,
+        }
+    }
+}
+
 /// One struct field and the column it maps to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldDescriptor {
-    /// The Rust field name.
-    pub field: &'static str,
+    pub(crate) field: &'static str,
+    pub(crate) column: &'static str,
+    pub(crate) optional: bool,
+    pub(crate) rust_type: &'static str,
+}
+
+impl FieldDescriptor {
+    /// The Rust field name (a raw identifier without its `r#`).
+    pub const fn field(&self) -> &'static str {
+        self.field
+    }
+
     /// The column name (`#[cohort(column = "...")]`, default: the field name).
-    pub column: &'static str,
-    /// Whether the field's type is an `Option<_>`.
-    pub optional: bool,
+    pub const fn column(&self) -> &'static str {
+        self.column
+    }
+
+    /// Whether the field's type is written as an `Option<_>`.
+    pub const fn optional(&self) -> bool {
+        self.optional
+    }
+
     /// The field's Rust type as written, for messages.
-    pub rust_type: &'static str,
+    pub const fn rust_type(&self) -> &'static str {
+        self.rust_type
+    }
 }
 
 /// Fields explicitly marked for a role. `None` means: use the global
 /// convention, then the built-in default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Markers {
-    /// `#[cohort(record_id)]` (default field: `id`).
-    pub record_id: Option<&'static str>,
-    /// `#[cohort(tenant)]` (default field: `tenant_id`).
-    pub tenant: Option<&'static str>,
-    /// `#[cohort(soft_delete)]` (default field: `is_deleted`).
-    pub soft_delete: Option<&'static str>,
-    /// `#[cohort(deleted_at)]` (default field: `deleted_at`).
-    pub deleted_at: Option<&'static str>,
-    /// `#[cohort(anonymised_at)]` (default field: `anonymised_at`).
-    pub anonymised_at: Option<&'static str>,
+    pub(crate) record_id: Option<&'static str>,
+    pub(crate) tenant: Option<&'static str>,
+    pub(crate) soft_delete: Option<&'static str>,
+    pub(crate) deleted_at: Option<&'static str>,
+    pub(crate) anonymised_at: Option<&'static str>,
+}
+
+impl Markers {
+    /// The field marked `#[cohort(record_id)]` (default field: `id`).
+    pub const fn record_id(&self) -> Option<&'static str> {
+        self.record_id
+    }
+
+    /// The field marked `#[cohort(tenant)]` (default field: `tenant_id`).
+    pub const fn tenant(&self) -> Option<&'static str> {
+        self.tenant
+    }
+
+    /// The field marked `#[cohort(soft_delete)]` (default field: `is_deleted`).
+    pub const fn soft_delete(&self) -> Option<&'static str> {
+        self.soft_delete
+    }
+
+    /// The field marked `#[cohort(deleted_at)]` (default field: `deleted_at`).
+    pub const fn deleted_at(&self) -> Option<&'static str> {
+        self.deleted_at
+    }
+
+    /// The field marked `#[cohort(anonymised_at)]` (default field:
+    /// `anonymised_at`).
+    pub const fn anonymised_at(&self) -> Option<&'static str> {
+        self.anonymised_at
+    }
 }
 
 /// A field to scrub and how.
 #[derive(Debug, Clone, Copy)]
 pub struct AnonymisedField {
+    pub(crate) field: &'static str,
+    pub(crate) method: AnonymiseMethod,
+}
+
+impl AnonymisedField {
     /// The Rust field name.
-    pub field: &'static str,
+    pub const fn field(&self) -> &'static str {
+        self.field
+    }
+
     /// How its column is scrubbed.
-    pub method: AnonymiseMethod,
+    pub const fn method(&self) -> AnonymiseMethod {
+        self.method
+    }
 }
 
 /// How an anonymised column is scrubbed.
+///
+/// New methods may be added; match with a wildcard arm.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum AnonymiseMethod {
     /// `#[cohort(anonymise = "null")]`: set NULL (the field must be an `Option`).
     Null,
@@ -117,10 +287,21 @@ pub enum AnonymiseMethod {
 /// A custom anonymiser as stored in a descriptor.
 #[derive(Debug, Clone, Copy)]
 pub struct CustomAnonymiser {
-    /// The anonymiser type's name, for messages.
-    pub name: &'static str,
-    /// `<T as Anonymiser>::anonymise`.
-    pub anonymise: fn(Option<&str>) -> Option<String>,
+    pub(crate) name: &'static str,
+    pub(crate) anonymise: fn(Option<&str>) -> Option<String>,
+}
+
+impl CustomAnonymiser {
+    /// The anonymiser type's name (the last segment of its path), for
+    /// messages.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Runs the anonymiser (`<T as Anonymiser>::anonymise`) on `original`.
+    pub fn anonymise(&self, original: Option<&str>) -> Option<String> {
+        (self.anonymise)(original)
+    }
 }
 
 /// Computes a replacement value for an anonymised column, row by row.
@@ -147,9 +328,118 @@ pub trait Anonymiser {
     fn anonymise(original: Option<&str>) -> Option<String>;
 }
 
-impl EntityDescriptor {
-    /// The field with this Rust name.
-    pub fn field(&self, name: &str) -> Option<&'static FieldDescriptor> {
-        self.fields.iter().find(|f| f.field == name)
+// The constructors the derive's output calls, re-exported (hidden) as
+// `cohort::__private::*`. Not public API: `cohort-derive` is pinned to this
+// crate's exact version, and these may change in any release.
+
+/// An [`EntityDescriptor`]. Derive output only.
+#[doc(hidden)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one argument per descriptor field, called only by generated code"
+)]
+pub const fn entity_descriptor(
+    type_name: &'static str,
+    membership: Membership,
+    entity_id: Option<Uuid>,
+    table: &'static str,
+    schema: Option<&'static str>,
+    tenantless: bool,
+    fields: &'static [FieldDescriptor],
+    markers: Markers,
+    anonymise: &'static [AnonymisedField],
+    erasure_subjects: &'static [&'static str],
+) -> EntityDescriptor {
+    EntityDescriptor {
+        type_name,
+        membership,
+        entity_id,
+        table,
+        schema,
+        tenantless,
+        fields,
+        markers,
+        anonymise,
+        erasure_subjects,
     }
+}
+
+/// [`Membership::Retained`]. Derive output only.
+#[doc(hidden)]
+pub const fn retained(category: &'static str, anchor: &'static str) -> Membership {
+    Membership::Retained { category, anchor }
+}
+
+/// [`Membership::Exempt`]. Derive output only.
+#[doc(hidden)]
+pub const fn exempt(reason: &'static str) -> Membership {
+    Membership::Exempt { reason }
+}
+
+/// A [`FieldDescriptor`]. Derive output only.
+#[doc(hidden)]
+pub const fn field_descriptor(
+    field: &'static str,
+    column: &'static str,
+    optional: bool,
+    rust_type: &'static str,
+) -> FieldDescriptor {
+    FieldDescriptor {
+        field,
+        column,
+        optional,
+        rust_type,
+    }
+}
+
+/// The [`Markers`]. Derive output only.
+#[doc(hidden)]
+pub const fn markers(
+    record_id: Option<&'static str>,
+    tenant: Option<&'static str>,
+    soft_delete: Option<&'static str>,
+    deleted_at: Option<&'static str>,
+    anonymised_at: Option<&'static str>,
+) -> Markers {
+    Markers {
+        record_id,
+        tenant,
+        soft_delete,
+        deleted_at,
+        anonymised_at,
+    }
+}
+
+/// An [`AnonymisedField`]. Derive output only.
+#[doc(hidden)]
+pub const fn anonymised_field(field: &'static str, method: AnonymiseMethod) -> AnonymisedField {
+    AnonymisedField { field, method }
+}
+
+/// [`AnonymiseMethod::Null`]. Derive output only.
+#[doc(hidden)]
+pub const fn anonymise_null() -> AnonymiseMethod {
+    AnonymiseMethod::Null
+}
+
+/// [`AnonymiseMethod::EmptyString`]. Derive output only.
+#[doc(hidden)]
+pub const fn anonymise_empty_string() -> AnonymiseMethod {
+    AnonymiseMethod::EmptyString
+}
+
+/// [`AnonymiseMethod::Literal`]. Derive output only.
+#[doc(hidden)]
+pub const fn anonymise_literal(text: &'static str) -> AnonymiseMethod {
+    AnonymiseMethod::Literal(text)
+}
+
+/// [`AnonymiseMethod::Custom`] with a [`CustomAnonymiser`]. Derive output
+/// only.
+#[doc(hidden)]
+pub const fn anonymise_custom(
+    name: &'static str,
+    anonymise: fn(Option<&str>) -> Option<String>,
+) -> AnonymiseMethod {
+    AnonymiseMethod::Custom(CustomAnonymiser { name, anonymise })
 }

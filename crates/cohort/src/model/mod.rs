@@ -1,7 +1,7 @@
 //! The model: what the host declares about its row types.
 
 mod conventions;
-mod descriptor;
+pub(crate) mod descriptor;
 pub(crate) mod resolved;
 
 pub use conventions::Conventions;
