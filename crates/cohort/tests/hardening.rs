@@ -262,7 +262,12 @@ async fn a_period_whose_cutoff_falls_before_postgres_earliest_time_means_nothing
             .unwrap_or_else(|e| panic!("{period}: preview failed: {e}"));
         let notes = entry(&preview, "SessionNote");
         assert_eq!(
-            (notes.eligible, notes.held, notes.cutoff, notes.failure.clone()),
+            (
+                notes.eligible,
+                notes.held,
+                notes.cutoff,
+                notes.failure.clone()
+            ),
             (0, 0, None, None),
             "{period}: {preview:#?}"
         );
@@ -330,9 +335,12 @@ async fn the_earliest_and_latest_instants_postgres_can_store_are_valid_clocks() 
         .await
         .expect("preview at the earliest instant");
     assert_eq!(preview.now, earliest);
-    assert!(preview.entries.iter().all(|e| e.eligible == 0
-        && e.cutoff.is_none()
-        && e.failure.is_none()));
+    assert!(
+        preview
+            .entries
+            .iter()
+            .all(|e| e.eligible == 0 && e.cutoff.is_none() && e.failure.is_none())
+    );
     let result = cohort
         .sweep(&scope_a(), earliest)
         .await
@@ -341,11 +349,12 @@ async fn the_earliest_and_latest_instants_postgres_can_store_are_valid_clocks() 
     assert_eq!(result.now, earliest);
     assert_eq!(result.affected(), 0);
     assert!(result.summaries.iter().all(|s| s.cutoff.is_none()));
-    let stored: DateTime<Utc> = sqlx::query_scalar("SELECT logical_now FROM sweep_run WHERE run_id = $1")
-        .bind(result.run_id)
-        .fetch_one(db.pool())
-        .await
-        .expect("logical_now");
+    let stored: DateTime<Utc> =
+        sqlx::query_scalar("SELECT logical_now FROM sweep_run WHERE run_id = $1")
+            .bind(result.run_id)
+            .fetch_one(db.pool())
+            .await
+            .expect("logical_now");
     assert_eq!(stored, earliest);
 
     // One microsecond earlier is outside PostgreSQL's range: refused, typed.
@@ -370,13 +379,17 @@ async fn the_earliest_and_latest_instants_postgres_can_store_are_valid_clocks() 
     );
     assert_eq!(result.now.timestamp_subsec_nanos() % 1_000, 0, "truncated");
     assert!(!note_exists(&db, old).await);
-    assert!(note_exists(&db, forever).await, "infinity is never old enough");
+    assert!(
+        note_exists(&db, forever).await,
+        "infinity is never old enough"
+    );
     assert!(contact_anonymised(&db, old_contact).await);
-    let stored: DateTime<Utc> = sqlx::query_scalar("SELECT logical_now FROM sweep_run WHERE run_id = $1")
-        .bind(result.run_id)
-        .fetch_one(db.pool())
-        .await
-        .expect("logical_now");
+    let stored: DateTime<Utc> =
+        sqlx::query_scalar("SELECT logical_now FROM sweep_run WHERE run_id = $1")
+            .bind(result.run_id)
+            .fetch_one(db.pool())
+            .await
+            .expect("logical_now");
     assert_eq!(stored, result.now);
 }
 
@@ -469,7 +482,10 @@ async fn a_provider_that_panics_synchronously_fails_only_its_own_entity() {
         result.entity_failures[0].failure.kind,
         FailureKind::RuleProviderPanic
     );
-    assert!(note_exists(&db, old).await, "the failed entity is untouched");
+    assert!(
+        note_exists(&db, old).await,
+        "the failed entity is untouched"
+    );
     assert!(
         contact_anonymised(&db, old_contact).await,
         "the other entity is swept"
@@ -935,7 +951,12 @@ async fn infinite_anchors_sweep_without_panicking_at_any_batch_boundary() {
         let preview = cohort.preview(&scope_a(), now()).await.expect("preview");
         let notes = entry(&preview, "SessionNote");
         assert_eq!(
-            (notes.eligible, notes.held, notes.null_anchor, notes.failure.clone()),
+            (
+                notes.eligible,
+                notes.held,
+                notes.null_anchor,
+                notes.failure.clone()
+            ),
             (4, 0, 0, None),
             "batch {batch_size}: -infinity is old enough, infinity never"
         );
@@ -965,10 +986,7 @@ async fn infinite_anchors_sweep_without_panicking_at_any_batch_boundary() {
         assert_eq!(run_status(&db, result.run_id).await, "Succeeded");
         // A second run finds nothing and ends.
         let again = cohort.sweep(&scope_a(), now()).await.expect("again");
-        assert_eq!(
-            (again.status, again.affected()),
-            (RunStatus::Succeeded, 0)
-        );
+        assert_eq!((again.status, again.affected()), (RunStatus::Succeeded, 0));
     }
 }
 
@@ -1047,13 +1065,10 @@ async fn held_is_measured_directly_when_a_locked_row_is_left_behind() {
         .execute(&mut *tx)
         .await
         .expect("lock");
-    let result = tokio::time::timeout(
-        StdDuration::from_secs(60),
-        cohort.sweep(&scope_a(), now()),
-    )
-    .await
-    .expect("the sweep does not wait for the locked row")
-    .expect("sweep");
+    let result = tokio::time::timeout(StdDuration::from_secs(60), cohort.sweep(&scope_a(), now()))
+        .await
+        .expect("the sweep does not wait for the locked row")
+        .expect("sweep");
     tx.rollback().await.expect("rollback");
 
     assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
@@ -1100,7 +1115,10 @@ async fn a_legal_minimum_shorter_than_the_period_does_not_shorten_it() {
     assert_eq!(notes.cutoff, Some(now() - Duration::days(90)));
     assert_eq!(notes.affected, 1);
     assert!(note_exists(&db, sixty).await, "60 days: kept by the period");
-    assert!(!note_exists(&db, hundred).await, "100 days: past the period");
+    assert!(
+        !note_exists(&db, hundred).await,
+        "100 days: past the period"
+    );
     let (_, _, _, _, period, ..) = ledger_summary(&db, result.run_id, "SessionNote").await;
     assert_eq!(period.as_deref(), Some("P90D"));
 }
@@ -1237,7 +1255,10 @@ async fn rule_provenance_is_recorded_in_the_result_and_the_ledger() {
         assert_eq!(notes.rule_source.as_deref(), Some("policy-7"));
         assert_eq!(notes.rule_reason.as_deref(), Some("GDPR 5(1)(e)"));
         let contacts = summary(&result, "CaseContact");
-        assert_eq!((&contacts.rule_source, &contacts.rule_reason), (&None, &None));
+        assert_eq!(
+            (&contacts.rule_source, &contacts.rule_reason),
+            (&None, &None)
+        );
         let (_, _, _, _, _, source, reason, _) =
             ledger_summary(&db, result.run_id, "SessionNote").await;
         assert_eq!(
@@ -1384,12 +1405,11 @@ async fn global_conventions_name_the_soft_delete_and_anonymise_columns() {
             (3, false, false, false, false)
         ]
     );
-    let calls: Vec<(i64, bool, Option<String>)> = sqlx::query_as(
-        "SELECT id, scrubbed_at IS NOT NULL, phone FROM calls ORDER BY id",
-    )
-    .fetch_all(db.pool())
-    .await
-    .expect("calls");
+    let calls: Vec<(i64, bool, Option<String>)> =
+        sqlx::query_as("SELECT id, scrubbed_at IS NOT NULL, phone FROM calls ORDER BY id")
+            .fetch_all(db.pool())
+            .await
+            .expect("calls");
     assert_eq!(
         calls,
         vec![
@@ -1431,13 +1451,10 @@ async fn batches_that_change_nothing_end_the_entity_loop() {
     for _ in 0..5 {
         contact(&db, tenant_a(), 400).await;
     }
-    let result = tokio::time::timeout(
-        StdDuration::from_secs(120),
-        cohort.sweep(&scope_a(), now()),
-    )
-    .await
-    .expect("the sweep ends")
-    .expect("sweep");
+    let result = tokio::time::timeout(StdDuration::from_secs(120), cohort.sweep(&scope_a(), now()))
+        .await
+        .expect("the sweep ends")
+        .expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
     let notes = summary(&result, "SessionNote");
     assert_eq!((notes.affected, notes.skipped), (0, 7));

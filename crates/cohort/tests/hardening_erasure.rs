@@ -55,11 +55,7 @@ async fn setup() -> TestDb {
 /// User records resolve to `user_data`, messages are purged after 10 years.
 fn rules(user_data: Rule) -> TestRules {
     TestRules::new()
-        .with(
-            "user-data",
-            Capabilities::only(Strategy::Purge),
-            user_data,
-        )
+        .with("user-data", Capabilities::only(Strategy::Purge), user_data)
         .with(
             "messages",
             Capabilities::only(Strategy::Purge),
@@ -239,7 +235,11 @@ async fn a_subject_a_column_cannot_hold_exactly_matches_nothing() {
     // The exact value, in any spelling numeric reads, does match.
     for spelling in ["1.56", "1.560"] {
         let dry = cohort
-            .erase(&scope(), ErasureRequest::new(spelling).dry_run(), Utc::now())
+            .erase(
+                &scope(),
+                ErasureRequest::new(spelling).dry_run(),
+                Utc::now(),
+            )
             .await
             .expect("dry run");
         assert_eq!(dry.affected(), 1, "{spelling}");
@@ -353,7 +353,11 @@ async fn a_citext_subject_matches_when_the_extension_lives_off_the_search_path()
         .expect("dry run");
     assert_eq!(dry.affected(), 1);
     let result = cohort
-        .erase(&scope(), ErasureRequest::new("ALICE@Example.org"), Utc::now())
+        .erase(
+            &scope(),
+            ErasureRequest::new("ALICE@Example.org"),
+            Utc::now(),
+        )
         .await
         .expect("erase");
     assert_eq!(
@@ -386,9 +390,17 @@ async fn a_legal_minimum_beyond_postgres_range_blocks_every_anchored_row_and_fai
             "user-data",
             Answer::Rule(Rule::new(Period::days(30), Strategy::Purge).with_legal_minimum(minimum)),
         );
-        db.exec("DELETE FROM user_records; DELETE FROM messages;").await;
+        db.exec("DELETE FROM user_records; DELETE FROM messages;")
+            .await;
         record(&db, 1, tenant(), subject(), Some(400)).await;
-        record_at(&db, 2, tenant(), subject(), Some("4713-12-01 00:00:00+00 BC")).await;
+        record_at(
+            &db,
+            2,
+            tenant(),
+            subject(),
+            Some("4713-12-01 00:00:00+00 BC"),
+        )
+        .await;
         record(&db, 3, tenant(), subject(), None).await;
         sqlx::query("INSERT INTO messages VALUES ($1, $2, now(), $3)")
             .bind(next_id)
@@ -421,7 +433,11 @@ async fn a_legal_minimum_beyond_postgres_range_blocks_every_anchored_row_and_fai
             (0, 1, None, Some(minimum), None),
             "{minimum}"
         );
-        assert_eq!(ids(&db).await, vec![1, 2, 3], "{minimum}: nothing is old enough");
+        assert_eq!(
+            ids(&db).await,
+            vec![1, 2, 3],
+            "{minimum}: nothing is old enough"
+        );
         assert_eq!(
             summary(&result, "Message").affected,
             1,
@@ -464,7 +480,12 @@ async fn a_zero_legal_minimum_adds_no_anchor_condition_to_an_erasure() {
     assert_eq!(result.status, RunStatus::Succeeded);
     let users = summary(&result, "UserRecord");
     assert_eq!(
-        (users.affected, users.null_anchor, users.cutoff, users.applied_period),
+        (
+            users.affected,
+            users.null_anchor,
+            users.cutoff,
+            users.applied_period
+        ),
         (4, 0, None, None)
     );
     assert_eq!(ids(&db).await, vec![5], "NULL, future and young anchors go");

@@ -88,7 +88,10 @@ async fn delete(
     cohort: &Cohort,
     id: Uuid,
     tenant: Uuid,
-) -> (Result<DeletionOutcome<()>, DeletionError<sqlx::Error>>, bool) {
+) -> (
+    Result<DeletionOutcome<()>, DeletionError<sqlx::Error>>,
+    bool,
+) {
     let called = Arc::new(AtomicBool::new(false));
     let flag = called.clone();
     let mut conn = db.pool().acquire().await.expect("connection");
@@ -139,9 +142,13 @@ async fn hold_creation_answers_another_tenants_row_exactly_as_a_row_that_does_no
     );
     assert_eq!(holds_count(&db).await, 0);
     // Control: the owner's tenant can hold it.
-    create(&db, &cohort, request(theirs.to_string(), tenant_b(), "litigation"))
-        .await
-        .expect("tenant B holds its own row");
+    create(
+        &db,
+        &cohort,
+        request(theirs.to_string(), tenant_b(), "litigation"),
+    )
+    .await
+    .expect("tenant B holds its own row");
 }
 
 // contract: H15, DL1
@@ -150,9 +157,13 @@ async fn host_deletion_answers_another_tenants_row_exactly_as_a_row_that_does_no
     let (db, cohort) = setup().await;
     let theirs = note(&db, tenant_b()).await;
     let theirs_held = note(&db, tenant_b()).await;
-    create(&db, &cohort, request(theirs_held.to_string(), tenant_b(), "litigation"))
-        .await
-        .expect("tenant B's hold");
+    create(
+        &db,
+        &cohort,
+        request(theirs_held.to_string(), tenant_b(), "litigation"),
+    )
+    .await
+    .expect("tenant B's hold");
     let nowhere = Uuid::new_v4();
     let mut texts = Vec::new();
     // A row of another tenant, held or not, is answered as a row that does
@@ -197,7 +208,11 @@ async fn hold_reasons_are_bounded_in_bytes() {
         assert_eq!(&hold.reason, reason);
     }
     assert_eq!(holds_count(&db).await, 2);
-    for reason in [format!("{ascii}x"), format!("{wide}x"), "x".repeat(10 << 20)] {
+    for reason in [
+        format!("{ascii}x"),
+        format!("{wide}x"),
+        "x".repeat(10 << 20),
+    ] {
         let err = create(&db, &cohort, request(id.to_string(), tenant_a(), &reason))
             .await
             .expect_err("too long");
@@ -221,9 +236,13 @@ async fn hold_reasons_are_bounded_in_bytes() {
 async fn a_second_removal_brings_a_scheduled_removal_forward_but_never_pushes_it_back() {
     let (db, cohort) = setup().await;
     let id = note(&db, tenant_a()).await;
-    let hold = create(&db, &cohort, request(id.to_string(), tenant_a(), "litigation"))
-        .await
-        .expect("hold");
+    let hold = create(
+        &db,
+        &cohort,
+        request(id.to_string(), tenant_a(), "litigation"),
+    )
+    .await
+    .expect("hold");
     let t = now_s();
     let mut conn = db.pool().acquire().await.expect("connection");
     let stored = |db: &TestDb| {
