@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
-use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
+use chrono::{DateTime, Duration, FixedOffset, NaiveDate, TimeZone, Utc};
 use cohort::holds::{HoldFilter, HoldRequest, Target};
 use cohort::ledger::{AuditEvent, AuditObserver, EntitySummary, FailureKind};
 use cohort::policy::ProviderError;
@@ -236,7 +236,7 @@ fn keys(value: &serde_json::Value) -> Vec<String> {
 // ---------------------------------------------------------------------------
 // X20: periods, clocks and rule text that PostgreSQL cannot hold.
 
-// contract: X20, X5
+// contract: X20
 #[tokio::test]
 async fn a_period_whose_cutoff_falls_before_postgres_earliest_time_means_nothing_is_old_enough() {
     let db = setup().await;
@@ -318,7 +318,7 @@ async fn a_period_whose_cutoff_falls_before_postgres_earliest_time_means_nothing
     }
 }
 
-// contract: X20, X8
+// contract: X20
 #[tokio::test]
 async fn the_earliest_and_latest_instants_postgres_can_store_are_valid_clocks() {
     let db = setup().await;
@@ -756,7 +756,7 @@ async fn a_run_whose_connection_is_lost_returns_an_error_naming_the_run() {
 // ---------------------------------------------------------------------------
 // H15: times outside PostgreSQL's range.
 
-// contract: H15, X8
+// contract: H15
 #[tokio::test]
 async fn times_outside_postgres_range_are_refused_typed_and_write_nothing() {
     let db = setup().await;
@@ -999,7 +999,9 @@ async fn a_now_with_nanoseconds_is_truncated_to_microseconds_everywhere() {
     let db = setup().await;
     let cohort = build(&db, readme_rules(), Options::default()).await;
     // 1,999 ns past the second: truncated it is 1 µs, rounded it would be 2.
-    let given = now() + Duration::nanoseconds(1_999);
+    // Given at UTC+02:00, reported in UTC.
+    let plus_two = FixedOffset::east_opt(2 * 3600).expect("offset");
+    let given = (now() + Duration::nanoseconds(1_999)).with_timezone(&plus_two);
     let truncated = now() + Duration::microseconds(1);
     let cutoff = truncated - Duration::days(30);
     let at_cutoff = note_when(&db, tenant_a(), cutoff).await;

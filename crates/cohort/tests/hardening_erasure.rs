@@ -374,7 +374,7 @@ async fn a_citext_subject_matches_when_the_extension_lives_off_the_search_path()
 // ---------------------------------------------------------------------------
 // X20, E2, E3: legal minimums at the edges.
 
-// contract: X20, E3, E6
+// contract: X20, E3
 #[tokio::test]
 async fn a_legal_minimum_beyond_postgres_range_blocks_every_anchored_row_and_fails_nothing() {
     let db = setup().await;

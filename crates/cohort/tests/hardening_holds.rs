@@ -115,7 +115,7 @@ async fn delete(
     (outcome, called.load(Ordering::SeqCst))
 }
 
-// contract: H15, H7, H10
+// contract: H15, H10
 #[tokio::test]
 async fn hold_creation_answers_another_tenants_row_exactly_as_a_row_that_does_not_exist() {
     let (db, cohort) = setup().await;
@@ -231,7 +231,7 @@ async fn hold_reasons_are_bounded_in_bytes() {
     assert_eq!(holds_count(&db).await, 2, "nothing written");
 }
 
-// contract: H13, H5
+// contract: H13, H5, H6
 #[tokio::test]
 async fn a_second_removal_brings_a_scheduled_removal_forward_but_never_pushes_it_back() {
     let (db, cohort) = setup().await;
