@@ -474,7 +474,7 @@ async fn run_row(
 
 // contract: D8, A11, X4
 #[tokio::test]
-#[ignore = "defect: the ledger's statements outside batch transactions (settle_run, settle_abandoned_runs' select, fail_running_summaries) resolve = and < through the session's search_path, so a schema before pg_catalog makes a run's settle update every Started run and settle_abandoned_runs settle live runs"]
+#[ignore = "defect: the ledger's statements outside batch transactions (settle_run, settle_abandoned_runs' select, fail_running_summaries) resolve = and < through the session's search_path, so a schema before pg_catalog makes a run's settle overwrite other runs' rows and settle_abandoned_runs settle live and finished runs"]
 async fn the_ledgers_own_statements_ignore_a_schema_shadowing_pg_catalog() {
     let (db, _) = db_with_cohort(COHORT_SCHEMA).await;
     db.exec(HOST_TABLES).await;
