@@ -224,7 +224,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             s.affected,
             s.held,
             s.skipped,
-            s.applied_period.map(|p| p.to_string()).unwrap_or_else(|| "-".into())
+            s.applied_period
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "-".into())
         );
     }
 

@@ -27,11 +27,11 @@ pub use run::{
     EntityFailure, ErasureRequest, ErasureResult, ExemptType, MAX_SUBJECT_BYTES, Preview,
     PreviewEntry, RunResult, Subject, SweepOptions, SweepResult,
 };
+pub use sql::ident::IdentProblem;
 /// The cancellation token [`SweepOptions::cancel_on`] and
 /// [`ErasureRequest::cancel_on`] take (from `tokio-util`).
 #[doc(no_inline)]
 pub use tokio_util::sync::CancellationToken;
-pub use sql::ident::IdentProblem;
 pub use validate::{ValidationProblem, ValidationReport};
 
 /// `#[derive(Retained)]`: see the [`model`] module.

@@ -70,14 +70,6 @@ async fn notes_left(db: &TestDb) -> i64 {
     count(db, "SELECT count(*) FROM session_notes").await
 }
 
-/// The backend of `conn`.
-async fn pid(conn: &mut sqlx::PgConnection) -> i32 {
-    sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(conn)
-        .await
-        .expect("pid")
-}
-
 /// Waits until some backend of this database other than `except` waits for
 /// a row (a transaction id or a tuple lock).
 async fn wait_for_row_lock_waiter(db: &TestDb) {
@@ -147,7 +139,11 @@ async fn each_purge_batch_is_one_range_statement_under_the_shared_fence() {
     // triggers fire once per statement, even when it changes no row.
     assert_eq!(counts, vec![10, 10, 5, 3], "{log:?}");
     let txids: std::collections::HashSet<i64> = log.iter().map(|(t, _, _, _)| *t).collect();
-    assert_eq!(txids.len(), log.len(), "one statement per batch transaction");
+    assert_eq!(
+        txids.len(),
+        log.len(),
+        "one statement per batch transaction"
+    );
     for (_, _, fenced, query) in &log {
         assert!(fenced, "every batch holds its entity fence shared");
         assert!(
@@ -261,7 +257,10 @@ async fn rows_locked_longer_than_the_lock_wait_are_left_and_counted_and_the_rest
     .expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
     assert_eq!(result.affected(), 27);
-    assert_eq!(result.summaries[0].skipped, 3, "the locked rows are counted");
+    assert_eq!(
+        result.summaries[0].skipped, 3,
+        "the locked rows are counted"
+    );
     tx.rollback().await.expect("release");
     assert_eq!(notes_left(&db).await, 3);
     let again = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
@@ -508,7 +507,10 @@ async fn sweep_partitions(strategy: Strategy) {
     assert_eq!(result.status, RunStatus::Succeeded, "{strategy}");
     let s = &result.summaries[0];
     assert_eq!((s.affected, s.held, s.skipped), (8, 1, 1), "{strategy}");
-    assert!(events.largest_batch() <= 2, "{strategy}: a batch changed more rows than its size");
+    assert!(
+        events.largest_batch() <= 2,
+        "{strategy}: a batch changed more rows than its size"
+    );
     let changed = match strategy {
         Strategy::Purge => "false",
         Strategy::SoftDelete => "is_deleted",
@@ -527,12 +529,11 @@ async fn sweep_partitions(strategy: Strategy) {
             "{strategy}"
         );
     }
-    let details: Vec<String> = sqlx::query_scalar(
-        "SELECT record_id FROM sweep_run_row_detail ORDER BY record_id::bigint",
-    )
-    .fetch_all(db.pool())
-    .await
-    .expect("details");
+    let details: Vec<String> =
+        sqlx::query_scalar("SELECT record_id FROM sweep_run_row_detail ORDER BY record_id::bigint")
+            .fetch_all(db.pool())
+            .await
+            .expect("details");
     assert_eq!(
         details,
         vec!["2", "3", "4", "5", "100", "102", "103", "104"],
@@ -624,13 +625,15 @@ async fn erasure_and_host_deletion_on_a_partitioned_table_respect_a_hold_in_eith
     assert_eq!(result.status, RunStatus::Succeeded);
     assert_eq!((result.affected(), result.summaries[0].held), (8, 1));
     assert_eq!(parted_ids(&db, "true").await, vec![101]);
-    let details: Vec<String> = sqlx::query_scalar(
-        "SELECT record_id FROM sweep_run_row_detail ORDER BY record_id::bigint",
-    )
-    .fetch_all(db.pool())
-    .await
-    .expect("details");
-    assert_eq!(details, vec!["1", "3", "4", "5", "100", "102", "103", "104"]);
+    let details: Vec<String> =
+        sqlx::query_scalar("SELECT record_id FROM sweep_run_row_detail ORDER BY record_id::bigint")
+            .fetch_all(db.pool())
+            .await
+            .expect("details");
+    assert_eq!(
+        details,
+        vec!["1", "3", "4", "5", "100", "102", "103", "104"]
+    );
 }
 
 // contract: X15

@@ -528,7 +528,6 @@ impl AuditObserver for Recorder {
 
 // contract: X21, A7
 #[tokio::test]
-#[ignore = "defect: Delivery::deliver calls on_event outside catch_unwind, so an observer that panics before returning its future unwinds through the sweep (run left Started)"]
 async fn an_observer_that_panics_synchronously_changes_nothing_and_the_run_settles() {
     let db = setup().await;
     let calls = Arc::new(AtomicUsize::new(0));

@@ -238,7 +238,6 @@ async fn sweep_erasure_and_holds_ignore_same_named_tables_earlier_in_search_path
 
 // contract: D6, D8, D1, S5, E1, H1
 #[tokio::test]
-#[ignore = "defect: PgTime's sqlx type is looked up by name (PgTypeInfo::with_name(\"timestamptz\")); sqlx runs that lookup unqualified on the run's connection, so a schema before pg_catalog in search_path makes it fail and every entity fails"]
 async fn sweep_erasure_and_holds_ignore_a_schema_shadowing_pg_catalog() {
     // pg_catalog named after evil: evil's functions, aggregate and operators
     // win over the built-in ones wherever a name is resolved by the path.
@@ -474,7 +473,6 @@ async fn run_row(
 
 // contract: D8, A11, X4
 #[tokio::test]
-#[ignore = "defect: the ledger's statements outside batch transactions (settle_run, settle_abandoned_runs' select, fail_running_summaries) resolve = and < through the session's search_path, so a schema before pg_catalog makes a run's settle overwrite other runs' rows and settle_abandoned_runs settle live and finished runs"]
 async fn the_ledgers_own_statements_ignore_a_schema_shadowing_pg_catalog() {
     let (db, _) = db_with_cohort(COHORT_SCHEMA).await;
     db.exec(HOST_TABLES).await;

@@ -154,7 +154,9 @@ impl Kind {
         let sql = match self {
             Kind::Purge => "SELECT 10 - count(*) FROM session_notes",
             Kind::SoftDelete => "SELECT count(*) FROM tickets WHERE is_deleted",
-            Kind::Anonymise => "SELECT count(*) FROM plain_contacts WHERE anonymised_at IS NOT NULL",
+            Kind::Anonymise => {
+                "SELECT count(*) FROM plain_contacts WHERE anonymised_at IS NOT NULL"
+            }
             Kind::AnonymiseCustom => {
                 "SELECT count(*) FROM case_contacts WHERE anonymised_at IS NOT NULL"
             }

@@ -1183,7 +1183,10 @@ async fn an_uncommitted_hold_in_a_callers_transaction_holds_the_fence_until_it_e
     let mut tx1 = sqlx::Acquire::begin(&mut *c1).await.expect("begin");
     cohort
         .holds()
-        .create(&mut tx1, request(NOTE_ID, kept.to_string(), Some(tenant_a())))
+        .create(
+            &mut tx1,
+            request(NOTE_ID, kept.to_string(), Some(tenant_a())),
+        )
         .await
         .expect("hold");
     let sweep = tokio::spawn({

@@ -195,7 +195,8 @@ impl Deletion<'_> {
                 .iter()
                 .map(|&i| targets[i].record_id.as_str())
                 .collect();
-            let tenants: Vec<Option<Uuid>> = positions.iter().map(|&i| targets[i].tenant_id).collect();
+            let tenants: Vec<Option<Uuid>> =
+                positions.iter().map(|&i| targets[i].tenant_id).collect();
             // 2. Each record id read as its key type (a malformed one is a
             //    typed error).
             sqlx::query(AssertSqlSafe(key.canonicalise_many()))

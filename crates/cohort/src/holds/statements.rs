@@ -8,7 +8,6 @@ use crate::sql::predicates::hold_active_at as active_at;
 const COLUMNS: &str = "h.hold_id, h.retained_entity_id, h.record_id, h.tenant_id, h.reason, \
                        h.created_at, h.expires_at, h.removed_at";
 
-
 /// The SQL of the holds table in one schema.
 pub(super) struct HoldSql {
     holds: String,

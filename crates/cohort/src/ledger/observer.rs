@@ -57,7 +57,15 @@ impl Delivery {
             if !*listening {
                 continue;
             }
-            let call = AssertUnwindSafe(observer.on_event(event)).catch_unwind();
+            // An observer may panic while building its future as well as inside it.
+            let call = match std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_event(event)))
+            {
+                Ok(future) => AssertUnwindSafe(future).catch_unwind(),
+                Err(_) => {
+                    tracing::warn!(observer = index, "audit observer panicked");
+                    continue;
+                }
+            };
             match tokio::time::timeout(self.timeout, call).await {
                 Ok(Ok(Ok(()))) => {}
                 Ok(Ok(Err(e))) => {

@@ -1,4 +1,9 @@
 //! The ledger writer. Private: hosts cannot replace or bypass it.
+//!
+//! Some of these statements run outside Cohort's pinned transactions (a run's
+//! start and end, on the run's own connection), so every operator and
+//! function is written `pg_catalog`-qualified: a schema earlier on the
+//! session's `search_path` cannot shadow them.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -76,7 +81,7 @@ impl Ledger {
     ) -> Result<(), sqlx::Error> {
         sqlx::query(AssertSqlSafe(format!(
             "UPDATE {} SET status = $2, settled_at = pg_catalog.statement_timestamp(), error = $3 \
-             WHERE run_id = $1 AND status = 'Started'",
+             WHERE run_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'Started'",
             self.runs
         )))
         .bind(run_id)
@@ -128,9 +133,10 @@ impl Ledger {
     /// its progress commit together.
     pub(crate) fn progress_cte(&self, d: &str, summary: &str) -> String {
         format!(
-            "UPDATE {t} SET affected_count = affected_count + (SELECT pg_catalog.count(*) FROM {d}), \
+            "UPDATE {t} SET affected_count = affected_count OPERATOR(pg_catalog.+) \
+                        (SELECT pg_catalog.count(*) FROM {d}), \
                     updated_at = pg_catalog.statement_timestamp() \
-             WHERE summary_id = {summary}",
+             WHERE summary_id OPERATOR(pg_catalog.=) {summary}",
             t = self.summaries
         )
     }
@@ -166,7 +172,7 @@ impl Ledger {
     ) -> Result<u64, sqlx::Error> {
         sqlx::query(AssertSqlSafe(format!(
             "UPDATE {t} SET status = 'Failed', error = $2, updated_at = pg_catalog.statement_timestamp() \
-             WHERE run_id = $1 AND status = 'Running'",
+             WHERE run_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'Running'",
             t = self.summaries
         )))
         .bind(run_id)

@@ -311,7 +311,8 @@ impl EntityBatches<'_> {
             Path::Range => LockWait::Bounded(self.lock_wait),
             Path::Locked => LockWait::Session,
         };
-        if let Err(e) = txn::begin_fenced(conn, self.values.entity.fence, self.fence_wait, wait).await
+        if let Err(e) =
+            txn::begin_fenced(conn, self.values.entity.fence, self.fence_wait, wait).await
         {
             let _ = txn::rollback(conn).await;
             return Err(match sqlstate(&e).as_deref() {
@@ -446,10 +447,17 @@ impl EntityBatches<'_> {
 
     /// The custom anonymisers' replacement values, column by column.
     fn anonymise(&self, rows: &[PgRow], located: &mut Located) -> Result<(), BatchError> {
-        let customs = self.values.entity.anonymise.iter().filter_map(|a| match a.method {
-            AnonymiseMethod::Custom(c) if self.values.strategy == Strategy::Anonymise => Some(c),
-            _ => None,
-        });
+        let customs = self
+            .values
+            .entity
+            .anonymise
+            .iter()
+            .filter_map(|a| match a.method {
+                AnonymiseMethod::Custom(c) if self.values.strategy == Strategy::Anonymise => {
+                    Some(c)
+                }
+                _ => None,
+            });
         for (i, custom) in customs.enumerate() {
             let column = format!("v{i}");
             let Some(values) = located.customs.get_mut(i) else {

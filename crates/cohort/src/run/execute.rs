@@ -26,7 +26,8 @@ use crate::sql::{AssertSqlSafe, PgTime};
 
 fn run_key_sql(f: &str) -> String {
     format!(
-        "SELECT pg_catalog.{f}(pg_catalog.hashtextextended('cohort-run|' || $1::pg_catalog.text, 0))"
+        "SELECT pg_catalog.{f}(pg_catalog.hashtextextended('cohort-run|' OPERATOR(pg_catalog.||) \
+         $1::pg_catalog.text, 0))"
     )
 }
 
@@ -340,8 +341,16 @@ impl Cohort {
             Ok(id) => id,
             Err(err) => {
                 let failure = Failure::from_sqlx(&err);
-                return finish(ledger, conn, run_id, summary, pg_cutoff, Some(failure), false)
-                    .await;
+                return finish(
+                    ledger,
+                    conn,
+                    run_id,
+                    summary,
+                    pg_cutoff,
+                    Some(failure),
+                    false,
+                )
+                .await;
             }
         };
         let per_row = plan.rule.audit == AuditDetail::PerRow;
@@ -402,7 +411,16 @@ impl Cohort {
                 Err(err) => failure = Some(Failure::from_sqlx(&err)),
             }
         }
-        finish(ledger, conn, run_id, summary, pg_cutoff, failure, was_cancelled).await
+        finish(
+            ledger,
+            conn,
+            run_id,
+            summary,
+            pg_cutoff,
+            failure,
+            was_cancelled,
+        )
+        .await
     }
 }
 
@@ -491,8 +509,9 @@ impl Cohort {
         self.ensure_ready(&mut conn).await?;
         let runs = inner.schema.table("sweep_run");
         let stale: Vec<Uuid> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT run_id FROM {runs} WHERE status = 'Started' \
-             AND started_at < pg_catalog.statement_timestamp() - $1::pg_catalog.interval"
+            "SELECT run_id FROM {runs} WHERE status OPERATOR(pg_catalog.=) 'Started' \
+             AND started_at OPERATOR(pg_catalog.<) \
+                 (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)"
         )))
         .bind(
             chrono::TimeDelta::from_std(inner.options.settle_timeout)
@@ -511,13 +530,16 @@ impl Cohort {
                 &format_args!("run {run_id} abandoned by its owner"),
             );
             let error = failure.to_string();
+            // The summaries and the run settle together.
             let result = async {
+                let mut tx = sqlx::Acquire::begin(&mut *conn).await?;
                 ledger
-                    .fail_running_summaries(&mut conn, run_id, &error)
+                    .fail_running_summaries(&mut tx, run_id, &error)
                     .await?;
                 ledger
-                    .settle_run(&mut conn, run_id, RunStatus::Failed, Some(&error))
-                    .await
+                    .settle_run(&mut tx, run_id, RunStatus::Failed, Some(&error))
+                    .await?;
+                tx.commit().await
             }
             .await;
             unlock_run(&mut conn, run_id).await?;

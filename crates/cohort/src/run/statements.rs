@@ -222,7 +222,10 @@ impl Parts<'_> {
     /// `RETURNING ...` of the mutation: the record id only when it is needed.
     fn returning(&self) -> String {
         if self.per_row {
-            format!("RETURNING (t.{})::pg_catalog.text AS rid", self.e.record_id.name)
+            format!(
+                "RETURNING (t.{})::pg_catalog.text AS rid",
+                self.e.record_id.name
+            )
         } else {
             "RETURNING 1 AS one".to_owned()
         }
@@ -231,7 +234,10 @@ impl Parts<'_> {
     /// The ledger CTEs after mutation CTE `d`, and the final select list's
     /// `affected` (and `ids`).
     fn ledger(&self, b: &mut Params<P>) -> (String, String) {
-        let mut ctes = format!(", p AS ({})", self.ledger.progress_cte("d", &b.p(P::Summary)));
+        let mut ctes = format!(
+            ", p AS ({})",
+            self.ledger.progress_cte("d", &b.p(P::Summary))
+        );
         let mut select = "(SELECT pg_catalog.count(*) FROM d) AS affected".to_owned();
         if self.per_row {
             let details = self.ledger.details_cte(
@@ -329,7 +335,11 @@ impl Parts<'_> {
         let e = self.e;
         let (table, anchor, rid) = (&e.table, &e.anchor.name, &e.record_id.name);
         let eligible = self.eligible(&mut b);
-        let lo = if after { self.after(&mut b) } else { String::new() };
+        let lo = if after {
+            self.after(&mut b)
+        } else {
+            String::new()
+        };
         let offset = b.p(P::Offset);
         let held = self.held(&mut b);
         let mutation = match self.strategy {
@@ -371,7 +381,11 @@ impl Parts<'_> {
         } else {
             format!(" AND NOT {}", self.held(&mut b))
         };
-        let lo = if after { self.after(&mut b) } else { String::new() };
+        let lo = if after {
+            self.after(&mut b)
+        } else {
+            String::new()
+        };
         let mut select = format!(
             "SELECT t.tableoid AS o, (t.ctid)::pg_catalog.text AS c, \
                     (t.{rid})::pg_catalog.text AS record_id, \

@@ -39,7 +39,9 @@ impl PgTime {
     pub(crate) fn from_utc<Tz: TimeZone>(t: &DateTime<Tz>) -> Option<PgTime> {
         // chrono's range fits in i64 microseconds since the Unix epoch.
         let micros = t.timestamp_micros().checked_sub(PG_EPOCH_UNIX_MICROS)?;
-        (MIN_FINITE..END_FINITE).contains(&micros).then_some(PgTime(micros))
+        (MIN_FINITE..END_FINITE)
+            .contains(&micros)
+            .then_some(PgTime(micros))
     }
 
     /// `t` for a cutoff: an instant before PostgreSQL's earliest timestamp
@@ -79,7 +81,10 @@ pub(crate) fn to_pg_precision<Tz: TimeZone>(t: &DateTime<Tz>) -> Option<DateTime
 
 impl Type<Postgres> for PgTime {
     fn type_info() -> PgTypeInfo {
-        PgTypeInfo::with_name("timestamptz")
+        // By OID (chrono's), never by name: a type named at bind time makes
+        // sqlx look it up with an unqualified catalog query, which a hostile
+        // search_path could answer.
+        <DateTime<Utc> as Type<Postgres>>::type_info()
     }
 
     fn compatible(ty: &PgTypeInfo) -> bool {
@@ -134,18 +139,27 @@ mod tests {
         let pg = PgTime::from_utc(&t).expect("in range");
         let back = pg.to_utc().expect("finite");
         assert_eq!(back, t - chrono::Duration::nanoseconds(567));
-        assert_eq!(PgTime::from_utc(&Utc.timestamp_opt(946_684_800, 0).unwrap()), Some(PgTime(0)));
+        assert_eq!(
+            PgTime::from_utc(&Utc.timestamp_opt(946_684_800, 0).unwrap()),
+            Some(PgTime(0))
+        );
     }
 
     #[test]
     fn instants_before_postgresql_are_refused_and_cutoffs_saturate() {
         assert_eq!(PgTime::from_utc(&DateTime::<Utc>::MIN_UTC), None);
-        assert_eq!(PgTime::cutoff(&DateTime::<Utc>::MIN_UTC), PgTime::NEG_INFINITY);
+        assert_eq!(
+            PgTime::cutoff(&DateTime::<Utc>::MIN_UTC),
+            PgTime::NEG_INFINITY
+        );
         // chrono's latest instant is inside PostgreSQL's range.
         assert!(PgTime::from_utc(&DateTime::<Utc>::MAX_UTC).is_some());
         assert_eq!(PgTime::NEG_INFINITY.to_utc(), None);
         assert_eq!(PgTime::INFINITY.to_utc(), None);
-        assert_eq!(PgTime::NEG_INFINITY.to_utc_clamped(), DateTime::<Utc>::MIN_UTC);
+        assert_eq!(
+            PgTime::NEG_INFINITY.to_utc_clamped(),
+            DateTime::<Utc>::MIN_UTC
+        );
         assert_eq!(PgTime::INFINITY.to_utc_clamped(), DateTime::<Utc>::MAX_UTC);
         // Finite values beyond chrono's range do not panic either.
         assert_eq!(PgTime(END_FINITE - 1).to_utc(), None);

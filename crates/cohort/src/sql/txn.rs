@@ -141,8 +141,14 @@ mod tests {
 
     #[test]
     fn the_begin_message_fences_after_read_committed_and_bounds_both_waits() {
-        let sql = begin_fenced_sql(-42, Duration::from_secs(30), LockWait::Bounded(Duration::ZERO));
-        let begin = sql.find("BEGIN ISOLATION LEVEL READ COMMITTED").expect("begin");
+        let sql = begin_fenced_sql(
+            -42,
+            Duration::from_secs(30),
+            LockWait::Bounded(Duration::ZERO),
+        );
+        let begin = sql
+            .find("BEGIN ISOLATION LEVEL READ COMMITTED")
+            .expect("begin");
         let fence = sql
             .find("pg_advisory_xact_lock_shared(1131376754, -42)")
             .expect("fence");
