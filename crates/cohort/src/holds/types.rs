@@ -77,7 +77,8 @@ impl HoldRequest {
 }
 
 /// A hold as stored in `retention_holds`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Hold {
     /// The hold's id.
     pub hold_id: Uuid,

@@ -314,12 +314,15 @@ impl EntityBatches<'_> {
         if let Err(e) =
             txn::begin_fenced(conn, self.values.entity.fence, self.fence_wait, wait).await
         {
-            let _ = txn::rollback(conn).await;
+            if let Err(rollback) = txn::rollback(conn).await {
+                tracing::warn!(error = %rollback, "rolling back a batch that could not begin failed");
+            }
             return Err(match sqlstate(&e).as_deref() {
                 Some(LOCK_NOT_AVAILABLE) => BatchError::Fence(e),
                 _ => db(e),
             });
         }
+        let started = std::time::Instant::now();
         let result = match path {
             Path::Range => self.range(conn, cursor.as_ref()).await,
             Path::Locked => self.locked(conn, cursor.as_ref()).await,
@@ -330,6 +333,13 @@ impl EntityBatches<'_> {
                 if let Some(next) = next {
                     *cursor = Some(next);
                 }
+                tracing::debug!(
+                    rows = batch.affected,
+                    ms = started.elapsed().as_secs_f64() * 1000.0,
+                    path = ?path,
+                    "batch committed"
+                );
+                crate::metrics::batch(self.values.strategy, batch.affected);
                 Ok(batch)
             }
             Err(e) => {

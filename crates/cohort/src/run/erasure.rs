@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use chrono::DateTime;
+use chrono::{DateTime, Utc};
 use sqlx::{Acquire, PgConnection};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -111,28 +111,13 @@ impl ErasureRequest {
 }
 
 impl Cohort {
-    /// Erases `request`'s subject in `scope` at `now`: every row of the
-    /// scope's retained types where any erasure-subject column equals the
-    /// subject, whose resolved strategy is eligible, and that no active hold
-    /// covers. The ordinary period never delays an erasure; a positive legal
-    /// minimum does (`anchor < now - legal_minimum`).
-    ///
-    /// Runs like a sweep (own connection, `Started` row first, committed
-    /// batches, one entity's failure recorded while the others go on), except
-    /// that candidate selects wait for rows other transactions hold locked.
-    ///
-    /// Refused before anything is written when the subject fits no subject
-    /// column ([`Error::InvalidSubject`]) or a category resolves to
-    /// soft-delete without [`ErasureRequest::allow_soft_delete`]
-    /// ([`Error::SoftDeleteErasureRefused`]).
-    pub async fn erase<Tz: chrono::TimeZone>(
+    /// The erasure at `now` (already at PostgreSQL's precision).
+    pub(crate) async fn run_erasure(
         &self,
         scope: &Scope,
+        now: DateTime<Utc>,
         request: ErasureRequest,
-        now: DateTime<Tz>,
     ) -> Result<RunResult, Error> {
-        let now = crate::sql::timestamp::to_pg_precision(&now)
-            .ok_or(Error::TimeOutOfRange { what: "now" })?;
         let subject = request.subject.as_str();
         if subject.is_empty() || subject.len() > MAX_SUBJECT_BYTES || subject.contains('\0') {
             return Err(Error::InvalidSubject {

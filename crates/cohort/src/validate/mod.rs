@@ -61,6 +61,7 @@ pub(crate) struct Registration<'a> {
     pub(crate) descriptors: &'a [&'static EntityDescriptor],
     pub(crate) options: &'a Options,
     pub(crate) provider: &'a dyn RuleProvider,
+    pub(crate) anonymisers: &'a columns::Anonymisers,
 }
 
 /// One retained type on its way through validation.
@@ -186,7 +187,14 @@ pub(crate) async fn validate(
     for c in &candidates {
         let Some(table) = c.table else { continue };
         let target = &c.target;
-        let cols = columns::check(target, &c.roles, table, &types, &mut problems);
+        let cols = columns::check(
+            target,
+            &c.roles,
+            table,
+            &types,
+            reg.anonymisers,
+            &mut problems,
+        );
         if let (Some(rc), Some(column)) = (cols.record_id_catalog, &cols.record_id) {
             for issue in keys::record_id_unique(table.oid, rc, column.nullable, &indexes) {
                 target.problem(&mut problems, Some(&rc.name), issue);
