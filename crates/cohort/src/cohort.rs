@@ -93,6 +93,15 @@ impl Cohort {
         &self.inner.options
     }
 
+    /// What the build found that only makes Cohort slower, each with the
+    /// statement that fixes it: a retained table without an index leading
+    /// with its tenant and anchor columns (the anchor alone for a tenantless
+    /// type), an erasure-subject column without an index leading with it.
+    /// Also logged at build (`tracing::warn!`).
+    pub fn warnings(&self) -> &[ValidationProblem] {
+        &self.inner.model.warnings
+    }
+
     /// Counts, per retained type of `scope`, what a sweep at `now` would
     /// change, how many rows are held and how many have a NULL anchor, and
     /// lists the explicitly exempt types. Changes nothing and writes no

@@ -36,7 +36,8 @@ pub(crate) fn run(result: &Result<RunResult, Error>) {
                 Error::RunInterrupted { .. } => "Interrupted",
                 _ => "Refused",
             };
-            metrics::counter!("cohort_runs_total", "kind" => "Unknown", "status" => status).increment(1);
+            metrics::counter!("cohort_runs_total", "kind" => "Unknown", "status" => status)
+                .increment(1);
         }
     }
 }

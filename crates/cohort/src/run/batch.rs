@@ -457,18 +457,17 @@ impl EntityBatches<'_> {
 
     /// The custom anonymisers' replacement values, column by column.
     fn anonymise(&self, rows: &[PgRow], located: &mut Located) -> Result<(), BatchError> {
+        if self.values.strategy != Strategy::Anonymise {
+            return Ok(());
+        }
+        // The same columns, in the same order, as the statements' `v{i}`.
         let customs = self
             .values
             .entity
             .anonymise
             .iter()
-            .filter_map(|a| match a.method {
-                AnonymiseMethod::Custom(c) if self.values.strategy == Strategy::Anonymise => {
-                    Some(c)
-                }
-                _ => None,
-            });
-        for (i, custom) in customs.enumerate() {
+            .filter_map(|a| a.computed.as_ref().map(|f| (a, f)));
+        for (i, (anonymised, custom)) in customs.enumerate() {
             let column = format!("v{i}");
             let Some(values) = located.customs.get_mut(i) else {
                 continue;
@@ -476,12 +475,15 @@ impl EntityBatches<'_> {
             for r in rows {
                 let original: Option<String> = r.try_get(column.as_str()).map_err(db)?;
                 let replaced = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    (custom.anonymise)(original.as_deref())
+                    custom.anonymise(original.as_deref())
                 }))
                 .map_err(|_| {
                     BatchError::Failed(Failure::reason(
                         FailureKind::AnonymiserPanic,
-                        &format_args!("anonymiser {} panicked", custom.name),
+                        &format_args!(
+                            "the anonymiser of column {} panicked",
+                            anonymised.column.name
+                        ),
                     ))
                 })?;
                 values.push(replaced);

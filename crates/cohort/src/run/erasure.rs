@@ -70,6 +70,8 @@ pub struct ErasureRequest {
     subject: Subject,
     dry_run: bool,
     allow_soft_delete: bool,
+    /// Types accepted as soft-delete erasure one by one.
+    soft_delete_types: Vec<Uuid>,
     cancellation: Option<CancellationToken>,
 }
 
@@ -80,6 +82,7 @@ impl ErasureRequest {
             subject: subject.into(),
             dry_run: false,
             allow_soft_delete: false,
+            soft_delete_types: Vec::new(),
             cancellation: None,
         }
     }
@@ -95,6 +98,16 @@ impl ErasureRequest {
     /// the row).
     pub fn allow_soft_delete(mut self) -> Self {
         self.allow_soft_delete = true;
+        self
+    }
+
+    /// Accept soft-delete as erasure for type `T` only (repeat for each type
+    /// where a flag is enough); other soft-delete types still refuse the
+    /// request.
+    pub fn allow_soft_delete_for<T: crate::Retained>(mut self) -> Self {
+        if let Some(id) = T::entity_id() {
+            self.soft_delete_types.push(id);
+        }
         self
     }
 
@@ -151,7 +164,9 @@ impl Cohort {
             let soft_delete = planned
                 .as_ref()
                 .is_ok_and(|p| p.rule.strategy == Strategy::SoftDelete);
-            if soft_delete && !request.allow_soft_delete {
+            let allowed =
+                request.allow_soft_delete || request.soft_delete_types.contains(&e.entity_id);
+            if soft_delete && !allowed {
                 refused.push(e.type_name());
             }
             entities.push((e, columns, planned));

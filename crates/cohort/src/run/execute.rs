@@ -6,9 +6,9 @@
 //! its batches, its summary) is that entity's failure, and the run goes on.
 
 use chrono::{DateTime, Utc};
-use tracing::Instrument;
 use sqlx::PgConnection;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::batch::{EntityBatches, LoopEnd, Values, measure};
