@@ -102,7 +102,6 @@ pub(crate) async fn run(job: &Job) -> Result<serde_json::Value, BoxError> {
     let tenant = Uuid::parse_str(TENANT_A)?;
     let now = Utc::now();
     let cutoff = now - chrono::Duration::days(30);
-    profile::reset();
     let outcome = if job.spec.kind.is_cohort() {
         cohort_op(job, &pool, tenant, now).await?
     } else {
@@ -112,7 +111,7 @@ pub(crate) async fn run(job: &Job) -> Result<serde_json::Value, BoxError> {
         let statements: Vec<serde_json::Value> = p
             .statements
             .iter()
-            .map(|(k, t)| json!({"kind": k, "count": t.count, "seconds": t.seconds}))
+            .map(|(k, t)| json!({"kind": k, "count": t.count, "seconds": t.seconds, "sample": t.sample}))
             .collect();
         let messages: Vec<serde_json::Value> = p
             .messages
@@ -177,6 +176,7 @@ async fn raw_op(
     };
     let mut attempts = Vec::new();
     let mut rows = 0;
+    profile::reset();
     for _ in 0..tries {
         let started = Instant::now();
         let q = sqlx::query(AssertSqlSafe(sql.clone()))
@@ -244,6 +244,7 @@ async fn cohort_op(
     let cohort = builder.build().await?;
     let scope = Scope::Tenant(TenantContext::new(tenant));
     let want = expected(job.spec.kind, job.rows);
+    profile::reset();
     if job.spec.kind == Kind::Preview {
         let mut attempts = Vec::new();
         let mut problems = Vec::new();

@@ -20,12 +20,14 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 
 /// Count and total seconds of one kind of statement (or one message).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Tally {
     /// How many.
     pub(crate) count: u64,
     /// Their summed elapsed time, in seconds.
     pub(crate) seconds: f64,
+    /// The text of the first one (for `EXPLAIN`).
+    pub(crate) sample: Option<String>,
 }
 
 /// Statement tallies by kind, and Cohort's own messages by text.
@@ -150,6 +152,9 @@ impl<S: Subscriber> Layer<S> for StatementLayer {
             let t = profile.statements.entry(classify(text)).or_default();
             t.count += 1;
             t.seconds += f.elapsed.unwrap_or(0.0);
+            if t.sample.is_none() {
+                t.sample = Some(text.trim().to_owned());
+            }
         } else if let Some(m) = f.message {
             profile.messages.entry(m).or_default().count += 1;
         }

@@ -163,16 +163,21 @@ pub(crate) fn profiles(results: &[Value]) {
         let Some(statements) = r["profile"]["statements"].as_array() else {
             continue;
         };
-        let total = r["seconds"].as_f64().unwrap_or(f64::NAN);
+        // Read-only measurements repeat: the statements cover every attempt.
+        let total: f64 = r["attempts"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).sum())
+            .unwrap_or(f64::NAN);
         let batches = statements
             .iter()
             .find(|s| s["kind"] == "BEGIN + entity fence (one message)")
             .and_then(|s| s["count"].as_u64())
             .unwrap_or(0);
         println!(
-            "\n#### Where the time goes: {} batch {} ({total:.2} s, {batches} batches; client-side, each statement's time includes its round trip)\n",
+            "\n#### Where the time goes: {} batch {} ({total:.2} s over {} attempt(s), {batches} batches; client-side, each statement's time includes its round trip)\n",
             r["what"].as_str().unwrap_or("?"),
-            r["batch"]
+            r["batch"],
+            r["attempts"].as_array().map_or(0, Vec::len)
         );
         println!("| statement | count | total s | share | ms per batch |");
         println!("|---|---|---|---|---|");
