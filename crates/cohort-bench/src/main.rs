@@ -28,8 +28,9 @@
 //! - `--only X,Y` / `--skip X,Y`: measurements by name or group (`purge`,
 //!   `soft-delete`, `anonymise`, `preview`, `random`, `noindex`); the raw
 //!   references of what is selected always run too;
-//! - `--max-seconds S`: stop a measurement after S seconds (default 120) and
-//!   report it as "> S s";
+//! - `--max-seconds S`: stop a missing-index measurement (group `noindex`)
+//!   after S seconds (default 120) and report it as "> S s" with the rows it
+//!   had done; the others run to the end;
 //! - `--repeat R`: read-only measurements (count, preview) run R times on
 //!   their copy and the fastest counts (default 5);
 //! - `--runs K`: the whole plan K times (default 1);
@@ -177,7 +178,9 @@ async fn child(args: &Args, name: &str) -> Result<(), BoxError> {
         url: args.url.clone(),
         rows: args.rows,
         batch: args.batches.first().copied().unwrap_or(1_000),
-        max: Duration::from_secs_f64(args.max_seconds),
+        max: spec
+            .bounded()
+            .then(|| Duration::from_secs_f64(args.max_seconds)),
         repeat: args.repeat,
     };
     let mut line = measure::run(&job).await?;

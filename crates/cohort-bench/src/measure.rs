@@ -29,8 +29,9 @@ pub(crate) struct Job {
     pub(crate) rows: u64,
     /// The batch size (sweeps).
     pub(crate) batch: u32,
-    /// The longest the timed operation may take before it is stopped.
-    pub(crate) max: Duration,
+    /// The longest the timed operation may take before it is stopped
+    /// (`None`: as long as it takes).
+    pub(crate) max: Option<Duration>,
     /// How many times a read-only measurement is repeated (the best counts).
     pub(crate) repeat: u32,
 }
@@ -146,7 +147,7 @@ pub(crate) async fn run(job: &Job) -> Result<serde_json::Value, BoxError> {
         "attempts": outcome.attempts,
         "rows_per_second": outcome.rows as f64 / outcome.seconds,
         "timed_out": outcome.timed_out,
-        "max_seconds": job.max.as_secs_f64(),
+        "max_seconds": job.max.map(|m| m.as_secs_f64()),
         "copy_seconds": copy_seconds,
         "problems": problems,
         "result": outcome.extra,
@@ -163,12 +164,11 @@ async fn raw_op(
 ) -> Result<Outcome, BoxError> {
     let sql = raw_sql(job.spec.kind).ok_or("not a raw measurement")?;
     let mut conn = pool.acquire().await?;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "SET statement_timeout = {}",
-        job.max.as_millis().max(1)
-    )))
-    .execute(&mut *conn)
-    .await?;
+    // 0 turns the timeout off.
+    let timeout = job.max.map_or(0, |m| m.as_millis().max(1));
+    sqlx::raw_sql(AssertSqlSafe(format!("SET statement_timeout = {timeout}")))
+        .execute(&mut *conn)
+        .await?;
     let tries = if job.spec.kind.read_only() {
         job.repeat.max(1)
     } else {
@@ -278,20 +278,21 @@ async fn cohort_op(
     }
     // The time bound: cancel at the next batch boundary.
     let token = cohort::CancellationToken::new();
-    let canceller = {
+    let canceller = job.max.map(|max| {
         let token = token.clone();
-        let max = job.max;
         tokio::spawn(async move {
             tokio::time::sleep(max).await;
             token.cancel();
         })
-    };
+    });
     let started = Instant::now();
     let result = cohort
         .sweep_with(&scope, now, SweepOptions::default().cancel_on(token))
         .await?;
     let seconds = started.elapsed().as_secs_f64();
-    canceller.abort();
+    if let Some(c) = canceller {
+        c.abort();
+    }
     let timed_out = result.status == RunStatus::Cancelled;
     let mut problems = Vec::new();
     let summary = result.summaries.first();

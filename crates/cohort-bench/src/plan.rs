@@ -230,6 +230,14 @@ pub(crate) const SPECS: &[Spec] = &[
     ),
 ];
 
+impl Spec {
+    /// Whether `--max-seconds` bounds it: only the missing-index case, which
+    /// can take many times longer than the rest.
+    pub(crate) fn bounded(&self) -> bool {
+        self.data == Data::NoIndex
+    }
+}
+
 /// The measurement called `name`.
 pub(crate) fn find(name: &str) -> Option<&'static Spec> {
     SPECS.iter().find(|s| s.name == name)
