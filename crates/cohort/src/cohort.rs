@@ -114,6 +114,30 @@ impl CohortBuilder {
         self
     }
 
+    /// The SQL that creates (on request) and grants a least-privileged
+    /// sweeping role, and optionally a read-only auditor, for the model
+    /// registered so far: exactly what [`CohortBuilder::build`] checks the
+    /// pool's role for. Reads nothing from the database, so run it with an
+    /// admin connection before the role can build a handle. See
+    /// [`crate::schema::role_grants`] and `docs/security.md`.
+    pub fn grants(
+        &self,
+        roles: &crate::schema::RoleNames,
+    ) -> Result<crate::schema::RoleGrants, Error> {
+        let Some(provider) = &self.provider else {
+            return Err(Error::Validation(ValidationReport {
+                problems: vec![ValidationProblem {
+                    type_name: None,
+                    table: None,
+                    column: None,
+                    problem: "no rule provider is registered".into(),
+                    fix: "call CohortBuilder::rules with your RuleProvider".into(),
+                }],
+            }));
+        };
+        crate::schema::role_grants(&self.descriptors, &self.options, provider.as_ref(), roles)
+    }
+
     /// Validates the options, the registered types against the live catalog
     /// and the readiness of Cohort's tables, and returns the handle, or one
     /// [`Error::Validation`] listing every problem found.

@@ -16,6 +16,7 @@ mod equality;
 mod foreign_keys;
 mod indexes;
 mod inheritance;
+mod privileges;
 mod tables;
 mod types;
 
@@ -23,6 +24,9 @@ pub(crate) use equality::equalities;
 pub(crate) use foreign_keys::{ForeignKey, OnDelete, foreign_keys};
 pub(crate) use indexes::{CatalogIndex, indexes};
 pub(crate) use inheritance::{InheritanceLink, inheritance};
+pub(crate) use privileges::{
+    Ask, Privilege, RowSecurity, RuntimeRole, privileges, row_security, runtime_role,
+};
 pub(crate) use tables::{CatalogColumn, CatalogTable, RelationLookup, lookup_tables};
 pub(crate) use types::{CatalogType, TypeKind, types};
 

@@ -23,6 +23,7 @@ mod columns;
 mod inheritance;
 mod keys;
 mod order;
+pub(crate) mod privileges;
 mod registry;
 mod report;
 mod roles;
@@ -245,6 +246,7 @@ pub(crate) async fn validate(
         }
     }
 
+    privileges::check(conn, reg.options, &candidates, &mut problems).await?;
     if !problems.is_empty() {
         return Err(Error::Validation(problems.into_report()));
     }
