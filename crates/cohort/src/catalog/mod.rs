@@ -25,7 +25,7 @@ pub(crate) use foreign_keys::{ForeignKey, OnDelete, foreign_keys};
 pub(crate) use indexes::{CatalogIndex, indexes};
 pub(crate) use inheritance::{InheritanceLink, inheritance};
 pub(crate) use privileges::{
-    Ask, Privilege, RowSecurity, RuntimeRole, privileges, row_security, runtime_role,
+    Ask, Privilege, RowSecurity, RuntimeRole, privileges, row_security, runtime_role, type_schemas,
 };
 pub(crate) use tables::{CatalogColumn, CatalogTable, RelationLookup, lookup_tables};
 pub(crate) use types::{CatalogType, TypeKind, types};

@@ -240,3 +240,73 @@ pub(crate) async fn row_security(
         })
         .collect()
 }
+
+/// A schema the engine names when it reads or compares a column: the schema
+/// of the column's type (or of a domain's base type), or of that type's
+/// equality operator. Writing `CAST(... AS "ext".citext)` or
+/// `OPERATOR("ext".=)` needs `USAGE` on `ext`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TypeSchema {
+    /// The position of the column in the list asked about.
+    pub(crate) index: usize,
+    /// The schema's name.
+    pub(crate) schema: String,
+    /// Whether the current role has `USAGE` on it.
+    pub(crate) usage: bool,
+}
+
+/// The schemas other than `pg_catalog` that each `(table oid, column name)`
+/// needs through its type, with whether the current role may use them.
+pub(crate) async fn type_schemas(
+    conn: &mut PgConnection,
+    columns: &[(u32, &str)],
+) -> Result<Vec<TypeSchema>, sqlx::Error> {
+    if columns.is_empty() {
+        return Ok(Vec::new());
+    }
+    let oids: Vec<Oid> = columns.iter().map(|(o, _)| Oid(*o)).collect();
+    let names: Vec<&str> = columns.iter().map(|(_, n)| *n).collect();
+    let rows = sqlx::query(
+        "WITH RECURSIVE q AS ( \
+           SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.oid[]), \
+                                    pg_catalog.unnest($2::pg_catalog.text[])) \
+             WITH ORDINALITY AS q(rel, name, ord) \
+         ), chain(ord, oid) AS ( \
+           SELECT q.ord, a.atttypid FROM q JOIN pg_catalog.pg_attribute a \
+             ON a.attrelid OPERATOR(pg_catalog.=) q.rel \
+            AND a.attname OPERATOR(pg_catalog.=) q.name::pg_catalog.name \
+            AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped \
+           UNION \
+           SELECT chain.ord, ty.typbasetype FROM chain \
+             JOIN pg_catalog.pg_type ty ON ty.oid OPERATOR(pg_catalog.=) chain.oid \
+            WHERE ty.typtype OPERATOR(pg_catalog.=) 'd' \
+         ), used(ord, nsp) AS ( \
+           SELECT chain.ord, ty.typnamespace FROM chain \
+             JOIN pg_catalog.pg_type ty ON ty.oid OPERATOR(pg_catalog.=) chain.oid \
+           UNION \
+           SELECT chain.ord, o.oprnamespace FROM chain \
+             JOIN pg_catalog.pg_operator o ON o.oprleft OPERATOR(pg_catalog.=) chain.oid \
+            AND o.oprright OPERATOR(pg_catalog.=) chain.oid \
+            AND o.oprname OPERATOR(pg_catalog.=) '='::pg_catalog.name \
+         ) \
+         SELECT u.ord, n.nspname::pg_catalog.text AS schema, \
+                pg_catalog.has_schema_privilege(n.oid, 'USAGE') AS usage \
+         FROM used u JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) u.nsp \
+         WHERE n.nspname OPERATOR(pg_catalog.<>) 'pg_catalog'::pg_catalog.name \
+         ORDER BY u.ord, n.nspname",
+    )
+    .bind(&oids)
+    .bind(&names)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let ord: i64 = r.try_get("ord")?;
+            Ok(TypeSchema {
+                index: usize::try_from(ord.saturating_sub(1)).unwrap_or(usize::MAX),
+                schema: r.try_get("schema")?,
+                usage: r.try_get("usage")?,
+            })
+        })
+        .collect()
+}

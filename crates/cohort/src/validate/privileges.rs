@@ -520,6 +520,43 @@ pub(super) async fn check(
         }
     }
 
+    // The schemas of key and subject types (an extension's `citext`, a
+    // domain): the engine writes their names in casts and operators.
+    let mut columns: Vec<(&Candidate<'_>, u32, &str)> = Vec::new();
+    for c in candidates {
+        let Some(table) = c.table else { continue };
+        if c.capabilities.is_none() {
+            continue;
+        }
+        for f in c.roles.record_id.iter().chain(c.roles.subjects.iter()) {
+            columns.push((c, table.oid, f.column));
+        }
+    }
+    let asked: Vec<(u32, &str)> = columns.iter().map(|(_, oid, col)| (*oid, *col)).collect();
+    for found in catalog::type_schemas(conn, &asked).await? {
+        let Some((c, _, column)) = columns.get(found.index) else {
+            continue;
+        };
+        let Ok(schema) = Ident::new(&found.schema) else {
+            continue;
+        };
+        if found.usage || schemas_seen.contains(&schema) {
+            continue;
+        }
+        schemas_seen.push(schema.clone());
+        let need = Need::schema(
+            schema,
+            format!(
+                "the engine names the type of column {column} (or its equality operator),                  which lives in this schema, in casts and comparisons"
+            ),
+        );
+        c.target.problem(
+            problems,
+            Some(column),
+            Issue::new(need.missing(&role.name), need.grant(&role_ident)),
+        );
+    }
+
     row_security(conn, &role, &role_ident, candidates, problems).await
 }
 
