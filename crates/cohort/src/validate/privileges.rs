@@ -108,9 +108,10 @@ impl Need {
         }
     }
 
+    /// The column concerned: for "any column", the one the fix grants.
     fn column_name(&self) -> Option<&str> {
         match &self.object {
-            Object::Column(_, c) => Some(c.as_str()),
+            Object::Column(_, c) | Object::AnyColumn(_, c) => Some(c.as_str()),
             _ => None,
         }
     }
@@ -308,8 +309,9 @@ struct CohortTable {
 const COHORT_TABLES: [CohortTable; 4] = [
     CohortTable {
         name: "sweep_run",
-        // Settling reads the run's status; recovery reads started-at.
-        select: Columns::All,
+        // Settling finds the run by id and status; recovery also reads
+        // started-at.
+        select: Columns::Only(&["run_id", "status", "started_at"]),
         insert: Columns::Only(&[
             "run_id",
             "run_kind",
