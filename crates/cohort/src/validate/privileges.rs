@@ -328,9 +328,28 @@ const COHORT_TABLES: [CohortTable; 4] = [
     },
     CohortTable {
         name: "sweep_run_entity_summary",
-        // ON CONFLICT reads the key and EXCLUDED values; batches add to the
-        // affected count; RETURNING reads summary_id.
-        select: Columns::All,
+        // ON CONFLICT reads its key and the EXCLUDED values it writes;
+        // batches add to the affected count by summary_id; RETURNING reads
+        // summary_id. Only entity_type is never read.
+        select: Columns::Only(&[
+            "summary_id",
+            "run_id",
+            "retained_entity_id",
+            "category",
+            "tenant_id",
+            "strategy",
+            "status",
+            "affected_count",
+            "held_count",
+            "skipped_count",
+            "null_anchor_count",
+            "applied_period",
+            "cutoff",
+            "rule_source",
+            "rule_reason",
+            "error",
+            "updated_at",
+        ]),
         insert: Columns::Only(&[
             "run_id",
             "retained_entity_id",
