@@ -22,7 +22,11 @@
 //! removed (and a half-started server stopped) before the error is returned.
 //!
 //! Every [`TestDb`] is a new database with a unique name, dropped when the value
-//! is dropped, so tests run in parallel without sharing state.
+//! is dropped, so tests run in parallel without sharing state. Set
+//! `COHORT_KEEP_TEST_DB=1` (or `true`, `yes`, `on`) to keep each test's
+//! database for inspection; `0`, `false`, `no`, `off` and an empty value mean
+//! "drop it", as does leaving the variable unset. Any other value keeps the
+//! databases (a typo errs on the side of keeping data to look at).
 //!
 //! # The engine's role
 //!
@@ -33,15 +37,12 @@
 //! database made with [`TestDb::least_privileged`], each database gets a role
 //! of its own ([`TestDb::engine_role`], `NOLOGIN`, no attributes, no grants,
 //! named after the database so parallel tests never share one), and the
-//! engine pool's connections act as it through `SET ROLE` (so this works on
-//! any server whose administrative user may `SET ROLE`, with no password for
-//! the role). The test grants the role what Cohort documents
-//! (`CohortBuilder::grants`) through [`TestDb::exec`]. The role is dropped
-//! with the database (kept with it under `COHORT_KEEP_TEST_DB`). Set
-//! `COHORT_KEEP_TEST_DB=1` (or `true`, `yes`, `on`) to keep each test's
-//! database for inspection; `0`, `false`, `no`, `off` and an empty value mean
-//! "drop it", as does leaving the variable unset. Any other value keeps the
-//! databases (a typo errs on the side of keeping data to look at).
+//! engine pool's connections act as it through `SET ROLE`: no password and no
+//! `pg_hba.conf` entry is needed, but the administrative user must be a
+//! superuser (the local server's `postgres` and the private cluster's are).
+//! The test grants the role what Cohort documents (`CohortBuilder::grants`)
+//! through [`TestDb::exec`]. The role is dropped with the database (and kept
+//! with it under `COHORT_KEEP_TEST_DB`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

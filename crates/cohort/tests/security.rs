@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use cohort::holds::{DeletionOutcome, HoldFilter, HoldRequest, Target};
 use cohort::schema::{RoleNames, SchemaName, ddl};
 use cohort::{
-    Capabilities, Cohort, CohortBuilder, Error, ErasureRequest, Options, Period, Rule, RunStatus,
+    Capabilities, Cohort, CohortBuilder, ErasureRequest, Error, Options, Period, Rule, RunStatus,
     Scope, Strategy, TenantContext, ValidationProblem,
 };
 use common::{TestDb, TestRules, count};
@@ -22,7 +22,12 @@ const NOTE: &str = "4f1d2a6e-0c55-4b8e-9a61-1f0e7c3b5a01";
 
 /// Purge only, no subject: row locks need `UPDATE` on one column.
 #[derive(cohort::Retained)]
-#[cohort(category = "notes", anchor = "created_at", table = "Notes", schema = "Host Data")]
+#[cohort(
+    category = "notes",
+    anchor = "created_at",
+    table = "Notes",
+    schema = "Host Data"
+)]
 #[cohort(id = "4f1d2a6e-0c55-4b8e-9a61-1f0e7c3b5a01")]
 #[allow(dead_code)]
 struct Note {
@@ -41,7 +46,12 @@ impl cohort::Anonymiser for Scramble {
 
 /// Anonymise with every method; a subject column whose name needs quoting.
 #[derive(cohort::Retained)]
-#[cohort(category = "contacts", anchor = "created_at", table = "Case Contacts", schema = "Host Data")]
+#[cohort(
+    category = "contacts",
+    anchor = "created_at",
+    table = "Case Contacts",
+    schema = "Host Data"
+)]
 #[cohort(id = "4f1d2a6e-0c55-4b8e-9a61-1f0e7c3b5a02")]
 #[allow(dead_code)]
 struct Contact {
@@ -61,7 +71,12 @@ struct Contact {
 
 /// Soft-delete with deleted-at; a uuid subject.
 #[derive(cohort::Retained)]
-#[cohort(category = "tickets", anchor = "opened_at", table = "tickets", schema = "Host Data")]
+#[cohort(
+    category = "tickets",
+    anchor = "opened_at",
+    table = "tickets",
+    schema = "Host Data"
+)]
 #[cohort(id = "4f1d2a6e-0c55-4b8e-9a61-1f0e7c3b5a03")]
 #[allow(dead_code)]
 struct Ticket {
@@ -147,7 +162,8 @@ fn q(name: &str) -> String {
 /// no grants yet.
 async fn setup() -> TestDb {
     let db = TestDb::least_privileged().await;
-    db.exec(&ddl(&SchemaName::new(LEDGER).expect("schema"))).await;
+    db.exec(&ddl(&SchemaName::new(LEDGER).expect("schema")))
+        .await;
     db.exec(HOST_TABLES).await;
     db
 }
@@ -481,7 +497,10 @@ async fn the_generated_grants_are_exactly_what_the_engine_needs() {
         let p = &found[0];
         assert_eq!(p.fix, privilege.grant(&role), "{privilege:?}: {p:#?}");
         assert_eq!(p.column, privilege.column, "{privilege:?}: {p:#?}");
-        assert!(before.contains(p), "{p:#?} was not reported before the grants");
+        assert!(
+            before.contains(p),
+            "{p:#?} was not reported before the grants"
+        );
         let failed = exercise(&db, &cohort).await;
         if failed.is_empty() {
             unused.push(privilege.clone());
@@ -559,7 +578,9 @@ async fn missing_privileges_are_reported_with_the_others_each_with_its_grant() {
     has(
         None,
         Some("removed_at"),
-        &format!(r#"GRANT UPDATE ("removed_at") ON TABLE "Retention Ledger"."retention_holds" TO {r}"#),
+        &format!(
+            r#"GRANT UPDATE ("removed_at") ON TABLE "Retention Ledger"."retention_holds" TO {r}"#
+        ),
     );
     has(
         None,
@@ -568,9 +589,11 @@ async fn missing_privileges_are_reported_with_the_others_each_with_its_grant() {
     );
     // The unrelated problem is in the same report.
     assert!(
-        found.iter().any(|p| p.type_name.as_deref() == Some("Ticket")
-            && p.column.as_deref() == Some("deleted_at")
-            && p.problem.contains("does not exist")),
+        found
+            .iter()
+            .any(|p| p.type_name.as_deref() == Some("Ticket")
+                && p.column.as_deref() == Some("deleted_at")
+                && p.problem.contains("does not exist")),
         "{found:#?}"
     );
     // Every problem names where it is.
@@ -758,11 +781,13 @@ async fn row_level_security_that_hides_rows_from_the_role_is_reported() {
     };
     assert_eq!(commands(&found), vec!["DELETE", "SELECT", "UPDATE"]);
     assert_eq!(found.len(), 3, "only the notes table: {found:#?}");
-    assert!(found[0].fix.contains(&format!("ALTER ROLE {} BYPASSRLS", q(&role))));
     assert!(
         found[0]
             .fix
-            .contains(r#"ON "Host Data"."Notes" FOR"#),
+            .contains(&format!("ALTER ROLE {} BYPASSRLS", q(&role)))
+    );
+    assert!(
+        found[0].fix.contains(r#"ON "Host Data"."Notes" FOR"#),
         "{found:#?}"
     );
 
@@ -805,7 +830,10 @@ async fn row_level_security_that_hides_rows_from_the_role_is_reported() {
         .await;
     let found = problems(builder(&db).build().await);
     assert_eq!(commands(&found), vec!["DELETE", "SELECT", "UPDATE"]);
-    assert!(found[0].problem.contains("enabled and forced"), "{found:#?}");
+    assert!(
+        found[0].problem.contains("enabled and forced"),
+        "{found:#?}"
+    );
 }
 
 /// Sweeps, erases and holds on the notes table and checks the rows went.
@@ -884,8 +912,8 @@ fn grants_are_generated_without_a_database_and_refuse_an_invalid_model() {
         <Contact as cohort::Retained>::descriptor(),
     ];
     let roles = RoleNames::new("retention \"sweeper\"").expect("role");
-    let grants = cohort::schema::role_grants(&descriptors, &options(), &rules(), &roles)
-        .expect("grants");
+    let grants =
+        cohort::schema::role_grants(&descriptors, &options(), &rules(), &roles).expect("grants");
     let sql = grants.sql();
     assert!(sql.starts_with(
         "GRANT USAGE ON SCHEMA \"Retention Ledger\" TO \"retention \"\"sweeper\"\"\";\n"
