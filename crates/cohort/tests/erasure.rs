@@ -60,7 +60,7 @@ async fn cohort(db: &TestDb, rules: TestRules) -> Cohort {
         .rules(rules)
         .entity::<UserRecord>()
         .entity::<Message>()
-        .build_engine(&db)
+        .build_engine(db)
         .await
         .expect("model")
 }

@@ -173,7 +173,7 @@ async fn build(db: &TestDb, options: Options) -> Cohort {
         .entity::<TextItem>()
         .entity::<Order>()
         .entity::<AppSetting>()
-        .build_engine(&db)
+        .build_engine(db)
         .await
         .expect("valid model")
 }

@@ -58,7 +58,7 @@ async fn build(db: &TestDb, rules: TestRules, options: Options) -> Cohort {
         .rules(rules)
         .entity::<SessionNote>()
         .entity::<CaseContact>()
-        .build_engine(&db)
+        .build_engine(db)
         .await
         .expect("valid model")
 }

@@ -807,7 +807,7 @@ fn render(needs: &[Need], role: &Ident) -> Vec<String> {
         };
         let column_level = column.is_some();
         let found = grants.iter_mut().find(|(k, p, cols)| {
-            *k == key && *p == need.privilege && !cols.is_empty() == column_level
+            *k == key && *p == need.privilege && cols.is_empty() != column_level
         });
         match (found, column) {
             (Some((_, _, cols)), Some(c)) => {
