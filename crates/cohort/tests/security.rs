@@ -253,7 +253,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
     run(
         "erase by e-mail",
         cohort
-            .erase(&scope(), ErasureRequest::new("ann@example.org"), now)
+            .erase(&scope(), now, ErasureRequest::new("ann@example.org"))
             .await,
         &mut failed,
     );
@@ -262,9 +262,9 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
         cohort
             .erase(
                 &scope(),
+                now,
                 ErasureRequest::new(common::models::uuid("00000000-0000-0000-0000-0000000000b1"))
                     .allow_soft_delete(),
-                now,
             )
             .await,
         &mut failed,

@@ -20,7 +20,7 @@ use sqlx::PgConnection;
 use super::Candidate;
 use super::Registration;
 use super::registry::{self, Target};
-use super::report::{Issue, Problems, ValidationProblem, ValidationReport};
+use super::report::{Issue, Problems, ValidationProblem};
 use super::roles::{self, Roles};
 use super::strategies;
 use crate::catalog::{self, Ask, Privilege, RowSecurity, RuntimeRole};
@@ -220,7 +220,10 @@ fn type_needs(target: &Target, roles: &Roles, caps: &Capabilities) -> Vec<Need> 
             "anonymise skips rows already anonymised",
         );
         for (f, method) in &roles.anonymise {
-            if matches!(method, AnonymiseMethod::Custom(_)) {
+            if matches!(
+                method,
+                AnonymiseMethod::Custom(_) | AnonymiseMethod::Named(_)
+            ) {
                 select(
                     Some(f),
                     "a custom anonymiser reads the column's value to compute its replacement",
@@ -531,11 +534,9 @@ pub(super) async fn check(
             None => problems.push(
                 COHORT_TABLES_INDEX,
                 ValidationProblem {
-                    type_name: None,
                     table: need.table_name(),
                     column: need.column_name().map(str::to_owned),
-                    problem: issue.problem,
-                    fix: issue.fix,
+                    ..ValidationProblem::general(issue.problem, issue.fix)
                 },
             ),
         }
@@ -884,14 +885,15 @@ pub fn role_grants(
     provider: &dyn RuleProvider,
     roles: &RoleNames,
 ) -> Result<RoleGrants, Error> {
+    let option_problems = options.validate();
     let mut problems = Problems::default();
-    for p in options.validate() {
-        problems.general(Issue::new(p, "correct the option"));
-    }
+    // Which anonymiser a field names does not change what it needs.
+    let anonymisers = super::columns::Anonymisers::new();
     let reg = Registration {
         descriptors,
         options,
         provider,
+        anonymisers: &anonymisers,
     };
     let registered = registry::register(&reg, &mut problems);
     let mut needs = Vec::new();
@@ -905,22 +907,14 @@ pub fn role_grants(
             needs.extend(type_needs(&target, &resolved, caps));
         }
     }
+    // An invalid schema name is among the option problems.
     let schema = SchemaName::new(&options.schema);
-    if !problems.is_empty() {
-        return Err(Error::Validation(problems.into_report()));
-    }
     let schema = match schema {
-        Ok(s) => s,
-        Err(e) => {
-            return Err(Error::Validation(ValidationReport {
-                problems: vec![ValidationProblem {
-                    type_name: None,
-                    table: None,
-                    column: None,
-                    problem: format!("options.schema: {e}"),
-                    fix: "correct the option".into(),
-                }],
-            }));
+        Ok(schema) if option_problems.is_empty() && problems.is_empty() => schema,
+        _ => {
+            let mut report = problems.into_report();
+            report.problems.splice(0..0, option_problems);
+            return Err(Error::Validation(report));
         }
     };
     let mut statements = Vec::new();
