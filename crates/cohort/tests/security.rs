@@ -836,6 +836,45 @@ async fn row_level_security_that_hides_rows_from_the_role_is_reported() {
     );
 }
 
+// contract: SEC4
+#[tokio::test]
+async fn row_level_security_on_cohorts_own_tables_is_reported_too() {
+    // Holds hidden from the sweeping role would protect nothing.
+    let db = setup().await;
+    grant(&db).await;
+    db.exec(&format!(
+        r#"ALTER TABLE "{LEDGER}".retention_holds ENABLE ROW LEVEL SECURITY"#
+    ))
+    .await;
+    let found = problems(builder(&db).build().await);
+    let mut commands: Vec<&str> = found
+        .iter()
+        .map(|p| {
+            assert_eq!(p.type_name, None, "{p:#?}");
+            assert_eq!(
+                p.table.as_deref(),
+                Some("Retention Ledger.retention_holds"),
+                "{p:#?}"
+            );
+            assert!(p.problem.contains("hidden holds protect nothing"), "{p:#?}");
+            ["SELECT", "INSERT", "UPDATE", "DELETE"]
+                .into_iter()
+                .find(|c| p.problem.contains(&format!("FOR {c} ")))
+                .expect("a command")
+        })
+        .collect();
+    commands.sort();
+    assert_eq!(commands, vec!["DELETE", "INSERT", "SELECT", "UPDATE"]);
+    db.exec(&format!(
+        r#"CREATE POLICY cohort ON "{LEDGER}".retention_holds FOR ALL TO {} USING (true)"#,
+        q(role(&db))
+    ))
+    .await;
+    let cohort = builder(&db).build().await.expect("builds");
+    let failed = exercise(&db, &cohort).await;
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
 /// Sweeps, erases and holds on the notes table and checks the rows went.
 async fn sweeps_through_row_security(db: &TestDb) {
     let cohort = builder(db).build().await.expect("builds");

@@ -9,8 +9,9 @@
 //! One job per file: [`tables`] (relations and their columns), [`types`] (the
 //! closure of column types through domains, arrays and ranges), [`equality`]
 //! (how a column compares with a value given as text), [`indexes`]
-//! (primary keys and unique indexes), [`inheritance`] (`pg_inherits`) and
-//! [`foreign_keys`] (the foreign-key graph between partition roots).
+//! (primary keys and unique indexes), [`inheritance`] (`pg_inherits`),
+//! [`foreign_keys`] (the foreign-key graph between partition roots) and
+//! [`privileges`] (what the session's role may do, and row-level security).
 
 mod equality;
 mod foreign_keys;

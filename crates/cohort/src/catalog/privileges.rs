@@ -186,6 +186,8 @@ pub(crate) struct RowSecurity {
     pub(crate) update: bool,
     /// The same for `DELETE`.
     pub(crate) delete: bool,
+    /// The same for `INSERT`.
+    pub(crate) insert: bool,
 }
 
 /// Row-level security of each table, in the order asked; `None` for an OID
@@ -216,7 +218,9 @@ pub(crate) async fn row_security(
                 EXISTS (SELECT 1 FROM applicable a WHERE a.polrelid OPERATOR(pg_catalog.=) c.oid \
                           AND a.polcmd OPERATOR(pg_catalog.=) ANY ('{w,*}'::pg_catalog.\"char\"[])) AS upd, \
                 EXISTS (SELECT 1 FROM applicable a WHERE a.polrelid OPERATOR(pg_catalog.=) c.oid \
-                          AND a.polcmd OPERATOR(pg_catalog.=) ANY ('{d,*}'::pg_catalog.\"char\"[])) AS del \
+                          AND a.polcmd OPERATOR(pg_catalog.=) ANY ('{d,*}'::pg_catalog.\"char\"[])) AS del, \
+                EXISTS (SELECT 1 FROM applicable a WHERE a.polrelid OPERATOR(pg_catalog.=) c.oid \
+                          AND a.polcmd OPERATOR(pg_catalog.=) ANY ('{a,*}'::pg_catalog.\"char\"[])) AS ins \
          FROM pg_catalog.unnest($1::pg_catalog.oid[]) WITH ORDINALITY AS q(oid, ord) \
          LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) q.oid \
          ORDER BY q.ord",
@@ -236,6 +240,7 @@ pub(crate) async fn row_security(
                 select: r.try_get("sel")?,
                 update: r.try_get("upd")?,
                 delete: r.try_get("del")?,
+                insert: r.try_get("ins")?,
             }))
         })
         .collect()

@@ -13,7 +13,9 @@
 //! - [`inheritance`]: no table inheritance; partitioning decided (V2);
 //! - [`cascade`]: no ON DELETE CASCADE path from a purgeable table into a
 //!   retained one (V3);
-//! - [`order`]: the engine's processing order (X16).
+//! - [`order`]: the engine's processing order (X16);
+//! - [`privileges`]: the runtime role's privileges and row-level security
+//!   (SEC2, SEC4), and the grants that satisfy them (SEC1).
 //!
 //! The catalog is read through [`crate::catalog`], a handful of queries for
 //! all types together.

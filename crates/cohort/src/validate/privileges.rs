@@ -579,16 +579,19 @@ pub(super) async fn check(
         );
     }
 
-    row_security(conn, &role, &role_ident, candidates, problems).await
+    row_security(conn, &role, &role_ident, options, candidates, problems).await
 }
 
 /// SEC4: a retained table whose row-level security applies to the role must
 /// have a permissive policy for the role for every command the engine runs
-/// on it, or the engine would silently see (and so change) no rows.
+/// on it, or the engine would silently see (and so change) no rows. The same
+/// holds for Cohort's own tables: holds hidden from the role would not
+/// protect their rows.
 async fn row_security(
     conn: &mut PgConnection,
     role: &RuntimeRole,
     role_ident: &Ident,
+    options: &Options,
     candidates: &[Candidate<'_>],
     problems: &mut Problems,
 ) -> Result<(), Error> {
@@ -606,30 +609,118 @@ async fn row_security(
         let (Some(table), Some(caps)) = (&c.target.table, &c.capabilities) else {
             continue;
         };
-        for issue in rls_issues(&rls, table, caps, &role.name, role_ident) {
+        let commands = retained_commands(caps);
+        for issue in rls_issues(&rls, table, &commands, RETAINED_CONSEQUENCE, role_ident) {
             c.target.problem(problems, None, issue);
+        }
+    }
+
+    // Cohort's own tables.
+    let Ok(schema) = SchemaName::new(&options.schema) else {
+        return Ok(());
+    };
+    let names: Vec<(String, String)> = COHORT_TABLES
+        .iter()
+        .map(|t| (schema.as_str().to_owned(), t.name.to_owned()))
+        .collect();
+    let lookups = catalog::lookup_tables(conn, &names).await?;
+    let mut tables: Vec<(&CohortTable, u32)> = Vec::new();
+    for (t, lookup) in COHORT_TABLES.iter().zip(&lookups) {
+        if let catalog::RelationLookup::Table(found) = lookup {
+            tables.push((t, found.oid));
+        }
+    }
+    let oids: Vec<u32> = tables.iter().map(|(_, oid)| *oid).collect();
+    let found = catalog::row_security(conn, &oids).await?;
+    for ((t, _), rls) in tables.iter().zip(found) {
+        let Some(rls) = rls else { continue };
+        let table = schema.table(t.name);
+        let commands = cohort_commands(t);
+        for issue in rls_issues(&rls, &table, &commands, COHORT_CONSEQUENCE, role_ident) {
+            problems.push(
+                COHORT_TABLES_INDEX,
+                ValidationProblem {
+                    table: Some(format!("{}.{}", schema.as_str(), t.name)),
+                    ..ValidationProblem::general(issue.problem, issue.fix)
+                },
+            );
         }
     }
     Ok(())
 }
 
-/// The commands the engine runs on a retained table, as policy commands,
-/// with why: `SELECT` always, `UPDATE` always (row locks, and the UPDATE
-/// strategies), `DELETE` for purge.
-fn policy_commands(caps: &Capabilities) -> Vec<(&'static str, &'static str)> {
+/// A command a row-level-security policy is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Command {
+    Select,
+    Insert,
+    Update,
+    Delete,
+}
+
+impl Command {
+    fn keyword(self) -> &'static str {
+        match self {
+            Command::Select => "SELECT",
+            Command::Insert => "INSERT",
+            Command::Update => "UPDATE",
+            Command::Delete => "DELETE",
+        }
+    }
+
+    /// Whether a permissive policy for this command applies to the role.
+    fn covered(self, rls: &RowSecurity) -> bool {
+        match self {
+            Command::Select => rls.select,
+            Command::Insert => rls.insert,
+            Command::Update => rls.update,
+            Command::Delete => rls.delete,
+        }
+    }
+}
+
+const RETAINED_CONSEQUENCE: &str =
+    "the engine would silently find no rows and keep data it promised to remove";
+
+const COHORT_CONSEQUENCE: &str = "the engine would silently miss rows of Cohort's own table: \
+     hidden holds protect nothing, hidden runs and summaries cannot be settled";
+
+/// The commands the engine runs on a retained table, with why: `SELECT`
+/// always, `UPDATE` always (row locks, and the UPDATE strategies), `DELETE`
+/// for purge.
+fn retained_commands(caps: &Capabilities) -> Vec<(Command, &'static str)> {
     let mut commands = vec![
         (
-            "SELECT",
+            Command::Select,
             "every sweep, preview, erasure and hold reads the table's rows",
         ),
         (
-            "UPDATE",
+            Command::Update,
             "row locks (FOR UPDATE / FOR SHARE) pass only rows an UPDATE policy admits, and \
              soft-delete and anonymise update rows",
         ),
     ];
     if caps.allows(Strategy::Purge) {
-        commands.push(("DELETE", "purge deletes rows"));
+        commands.push((Command::Delete, "purge deletes rows"));
+    }
+    commands
+}
+
+/// The commands the engine runs on one of Cohort's tables.
+fn cohort_commands(t: &CohortTable) -> Vec<(Command, &'static str)> {
+    let mut commands = Vec::new();
+    let used = |c: Columns| !matches!(c, Columns::None);
+    if used(t.select) {
+        commands.push((Command::Select, t.why));
+    }
+    if used(t.insert) {
+        commands.push((Command::Insert, t.why));
+    }
+    if used(t.update) {
+        commands.push((Command::Update, t.why));
+    }
+    if t.delete {
+        commands.push((Command::Delete, t.why));
     }
     commands
 }
@@ -637,8 +728,8 @@ fn policy_commands(caps: &Capabilities) -> Vec<(&'static str, &'static str)> {
 fn rls_issues(
     rls: &RowSecurity,
     table: &QualifiedName,
-    caps: &Capabilities,
-    role: &str,
+    commands: &[(Command, &str)],
+    consequence: &str,
     role_ident: &Ident,
 ) -> Vec<Issue> {
     if !rls.active {
@@ -649,31 +740,32 @@ fn rls_issues(
     } else {
         "enabled"
     };
+    let role = role_ident.as_str();
     let mut issues = Vec::new();
-    for (command, why) in policy_commands(caps) {
-        let has = match command {
-            "SELECT" => rls.select,
-            "UPDATE" => rls.update,
-            _ => rls.delete,
-        };
-        if has {
+    for &(command, why) in commands {
+        if command.covered(rls) {
             continue;
         }
+        let keyword = command.keyword();
         let policy = Ident::new(&format!(
             "cohort_{}_{}",
-            command.to_ascii_lowercase(),
+            keyword.to_ascii_lowercase(),
             role.chars().take(40).collect::<String>()
         ))
         .unwrap_or_else(|_| Ident::known("cohort_sweeper"));
+        let using = match command {
+            Command::Insert => "WITH CHECK (true)",
+            _ => "USING (true)",
+        };
         issues.push(Issue::new(
             format!(
                 "row-level security is {enabled} on the table, the role {role} does not bypass it \
                  (not a superuser, not BYPASSRLS, not the owner of an unforced table) and no \
-                 permissive policy FOR {command} (or FOR ALL) applies to it: {why}, so the engine \
-                 would silently find no rows and keep data it promised to remove"
+                 permissive policy FOR {keyword} (or FOR ALL) applies to it: {why}, so \
+                 {consequence}"
             ),
             format!(
-                "CREATE POLICY {policy} ON {table} FOR {command} TO {role_ident} USING (true), \
+                "CREATE POLICY {policy} ON {table} FOR {keyword} TO {role_ident} {using}, \
                  or give the role BYPASSRLS: ALTER ROLE {role_ident} BYPASSRLS"
             ),
         ));
