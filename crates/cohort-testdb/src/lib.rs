@@ -84,8 +84,8 @@ impl EngineRole {
     ///
     /// ```
     /// use cohort_testdb::EngineRole;
-    /// assert_eq!(EngineRole::parse(None), Ok(EngineRole::Admin));
-    /// assert_eq!(EngineRole::parse(Some(" Least ")), Ok(EngineRole::Least));
+    /// assert_eq!(EngineRole::parse(None).ok(), Some(EngineRole::Admin));
+    /// assert_eq!(EngineRole::parse(Some(" Least ")).ok(), Some(EngineRole::Least));
     /// assert!(EngineRole::parse(Some("lest")).is_err());
     /// ```
     pub fn parse(value: Option<&str>) -> Result<EngineRole, ServerError> {
