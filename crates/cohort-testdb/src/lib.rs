@@ -27,6 +27,22 @@
 //! database for inspection; `0`, `false`, `no`, `off` and an empty value mean
 //! "drop it", as does leaving the variable unset. Any other value keeps the
 //! databases (a typo errs on the side of keeping data to look at).
+//!
+//! # The engine's role
+//!
+//! [`TestDb::pool`] always connects as the server's administrative user (a
+//! superuser): setup SQL (`CREATE TABLE`, inserts, checks) runs there. The
+//! pool a test hands to Cohort is [`TestDb::engine_pool`]. By default it is
+//! the same pool. With `COHORT_TEST_ROLE=least` ([`TEST_ROLE_VAR`]), or for a
+//! database made with [`TestDb::least_privileged`], each database gets a role
+//! of its own ([`TestDb::engine_role`], `NOLOGIN`, no attributes, no grants,
+//! named after the database so parallel tests never share one), and the
+//! engine pool's connections act as it through `SET ROLE`: no password and no
+//! `pg_hba.conf` entry is needed, but the administrative user must be a
+//! superuser (the local server's `postgres` and the private cluster's are).
+//! The test grants the role what Cohort documents (`CohortBuilder::grants`)
+//! through [`TestDb::exec`]. The role is dropped with the database (and kept
+//! with it under `COHORT_KEEP_TEST_DB`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,6 +61,54 @@ pub const KEEP_TEST_DB_VAR: &str = "COHORT_KEEP_TEST_DB";
 
 /// Always starts a private throwaway cluster (see the crate docs).
 pub const FORCE_PRIVATE_CLUSTER_VAR: &str = "COHORT_TEST_FORCE_PRIVATE_CLUSTER";
+
+/// Which role the engine pool acts as: unset, empty or `superuser` for the
+/// administrative user, `least` for a least-privileged role per database
+/// (see the crate docs). Any other value is refused.
+pub const TEST_ROLE_VAR: &str = "COHORT_TEST_ROLE";
+
+/// The role the engine pool acts as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineRole {
+    /// The server's administrative user, like the setup pool.
+    Admin,
+    /// A role of the database's own, with no privileges until the test grants
+    /// them.
+    Least,
+}
+
+impl EngineRole {
+    /// Reads a [`TEST_ROLE_VAR`] value: `None`, empty or `superuser` (any
+    /// case, spaces ignored) is [`EngineRole::Admin`], `least` is
+    /// [`EngineRole::Least`]; anything else is an error naming the value.
+    ///
+    /// ```
+    /// use cohort_testdb::EngineRole;
+    /// assert_eq!(EngineRole::parse(None).ok(), Some(EngineRole::Admin));
+    /// assert_eq!(EngineRole::parse(Some(" Least ")).ok(), Some(EngineRole::Least));
+    /// assert!(EngineRole::parse(Some("lest")).is_err());
+    /// ```
+    pub fn parse(value: Option<&str>) -> Result<EngineRole, ServerError> {
+        match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("") | Some("superuser") => Ok(EngineRole::Admin),
+            Some("least") => Ok(EngineRole::Least),
+            Some(other) => Err(err(format!(
+                "{TEST_ROLE_VAR}={other:?} is not a role mode: use `least` or `superuser`"
+            ))),
+        }
+    }
+
+    /// The mode [`TEST_ROLE_VAR`] asks for.
+    pub fn from_env() -> Result<EngineRole, ServerError> {
+        match std::env::var(TEST_ROLE_VAR) {
+            Ok(v) => EngineRole::parse(Some(&v)),
+            Err(std::env::VarError::NotPresent) => Ok(EngineRole::Admin),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(err(format!("{TEST_ROLE_VAR} is not UTF-8")))
+            }
+        }
+    }
+}
 
 /// Reads an on/off environment setting: unset, empty, `0`, `false`, `no` and
 /// `off` (any case, surrounding spaces ignored) are off; everything else,
@@ -182,6 +246,13 @@ pub struct TestDb {
     name: String,
     server: &'static Server,
     pool: PgPool,
+    /// The least-privileged role and the pool acting as it, in that mode.
+    engine: Option<(String, PgPool)>,
+}
+
+/// `name` as a quoted identifier.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 impl TestDb {
@@ -197,8 +268,26 @@ impl TestDb {
         }
     }
 
-    /// Creates a new, empty database, returning an error instead of panicking.
+    /// Creates a new, empty database whose engine pool always acts as a
+    /// least-privileged role of its own, whatever [`TEST_ROLE_VAR`] says.
+    ///
+    /// # Panics
+    /// As [`TestDb::new`].
+    pub async fn least_privileged() -> TestDb {
+        match TestDb::try_new_as(EngineRole::Least).await {
+            Ok(db) => db,
+            Err(e) => panic!("cohort-testdb: {e}"),
+        }
+    }
+
+    /// Creates a new, empty database, returning an error instead of
+    /// panicking; the engine role is the one [`TEST_ROLE_VAR`] asks for.
     pub async fn try_new() -> Result<TestDb, ServerError> {
+        TestDb::try_new_as(EngineRole::from_env()?).await
+    }
+
+    /// Creates a new, empty database whose engine pool acts as `role`.
+    pub async fn try_new_as(role: EngineRole) -> Result<TestDb, ServerError> {
         let server = Server::shared().await?;
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!(
@@ -212,19 +301,90 @@ impl TestDb {
             .execute(&mut admin)
             .await
             .map_err(|e| err(format!("CREATE DATABASE failed: {e}")))?;
+        // Roles are cluster-wide: one per database, named after it, so no
+        // other test (or process) ever uses or drops it.
+        let engine_role = (role == EngineRole::Least).then(|| format!("{name}_least"));
+        if let Some(r) = &engine_role {
+            let created = sqlx::query(AssertSqlSafe(format!(
+                "CREATE ROLE {} NOLOGIN",
+                quote_ident(r)
+            )))
+            .execute(&mut admin)
+            .await;
+            if let Err(e) = created {
+                let _ = sqlx::query(AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+                )))
+                .execute(&mut admin)
+                .await;
+                return Err(err(format!("CREATE ROLE failed: {e}")));
+            }
+        }
         let _ = admin.close().await;
-        let pool = PgPoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(Duration::from_secs(60))
-            .connect_with(server.options_for(&name))
+        let mut db = TestDb {
+            pool: PgPoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(Duration::from_secs(60))
+                .connect_lazy_with(server.options_for(&name)),
+            name,
+            server,
+            engine: None,
+        };
+        // From here on, Drop cleans up (database and role) on failure.
+        db.pool
+            .acquire()
             .await
             .map_err(|e| err(format!("cannot connect to the new database: {e}")))?;
-        Ok(TestDb { name, server, pool })
+        if let Some(r) = engine_role {
+            let set_role = format!("SET ROLE {}", quote_ident(&r));
+            let pool = PgPoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(Duration::from_secs(60))
+                .after_connect(move |conn, _| {
+                    let set_role = set_role.clone();
+                    Box::pin(async move {
+                        sqlx::raw_sql(AssertSqlSafe(set_role)).execute(conn).await?;
+                        Ok(())
+                    })
+                })
+                .connect_lazy_with(server.options_for(&db.name));
+            db.engine = Some((r, pool));
+        }
+        Ok(db)
     }
 
-    /// A pool of connections to this database.
+    /// A pool of connections to this database, as the server's administrative
+    /// user: for setup SQL and checks.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The pool to hand to Cohort: acting as [`TestDb::engine_role`] when
+    /// there is one, else [`TestDb::pool`] itself.
+    pub fn engine_pool(&self) -> &PgPool {
+        match &self.engine {
+            Some((_, pool)) => pool,
+            None => &self.pool,
+        }
+    }
+
+    /// The least-privileged role the engine pool acts as, when there is one.
+    pub fn engine_role(&self) -> Option<&str> {
+        self.engine.as_ref().map(|(role, _)| role.as_str())
+    }
+
+    /// A new connection outside the pools, acting as the engine role when
+    /// there is one.
+    pub async fn connect_engine(&self) -> PgConnection {
+        let mut conn = self.connect().await;
+        if let Some(role) = self.engine_role()
+            && let Err(e) = sqlx::raw_sql(AssertSqlSafe(format!("SET ROLE {}", quote_ident(role))))
+                .execute(&mut conn)
+                .await
+        {
+            panic!("cohort-testdb: cannot act as {role}: {e}");
+        }
+        conn
     }
 
     /// The database's name.
@@ -267,6 +427,7 @@ impl Drop for TestDb {
             return;
         }
         let name = self.name.clone();
+        let role = self.engine_role().map(quote_ident);
         let admin = self.server.admin.clone();
         // Dropping a database needs async I/O; do it on a thread of its own so
         // Drop works in and out of a runtime.
@@ -286,6 +447,12 @@ impl Drop for TestDb {
                     )))
                     .execute(&mut c)
                     .await;
+                    // Its grants went with the database; nothing else has any.
+                    if let Some(role) = role {
+                        let _ = sqlx::query(AssertSqlSafe(format!("DROP ROLE IF EXISTS {role}")))
+                            .execute(&mut c)
+                            .await;
+                    }
                     let _ = c.close().await;
                 }
             });

@@ -325,6 +325,33 @@ impl CohortBuilder {
         self
     }
 
+    /// The SQL that creates (on request) and grants a least-privileged
+    /// sweeping role, and optionally a read-only auditor, for the model
+    /// registered so far: exactly what [`CohortBuilder::build`] checks the
+    /// pool's role for. Reads nothing from the database, so run it with an
+    /// admin connection before the role can build a handle. See
+    /// [`crate::schema::role_grants`] and `docs/security.md`.
+    pub fn grants(
+        &self,
+        roles: &crate::schema::RoleNames,
+    ) -> Result<crate::schema::RoleGrants, Error> {
+        let Some(provider) = &self.provider else {
+            return Err(Error::Validation(ValidationReport {
+                problems: vec![ValidationProblem::general(
+                    "no rule provider is registered",
+                    "call CohortBuilder::rules with your RuleProvider",
+                )],
+                ..ValidationReport::default()
+            }));
+        };
+        let roles = if self.handlers.is_empty() {
+            roles.clone()
+        } else {
+            roles.clone().with_row_handlers()
+        };
+        crate::schema::role_grants(&self.descriptors, &self.options, provider.as_ref(), &roles)
+    }
+
     /// Validates the options, the registered types against the live catalog
     /// and the readiness of Cohort's tables, and returns the handle, or one
     /// [`Error::Validation`] whose report lists every problem found.
@@ -356,6 +383,7 @@ impl CohortBuilder {
                 options: &self.options,
                 provider: provider.as_ref(),
                 anonymisers: &self.anonymisers,
+                row_handlers: !self.handlers.is_empty(),
             };
             let model = validate::validate(tx.conn(), &registration).await;
             Ok::<_, Error>((readiness, model))
@@ -402,7 +430,9 @@ fn check_handlers(
     let mut out: Vec<Registered> = Vec::with_capacity(handlers.len());
     for (type_name, entity_id, handler) in handlers {
         let registered = descriptors.iter().any(|d| {
-            d.entity_id().is_some() && d.entity_id() == entity_id && d.membership().category().is_some()
+            d.entity_id().is_some()
+                && d.entity_id() == entity_id
+                && d.membership().category().is_some()
         });
         if !registered {
             report.problems.push(ValidationProblem::for_type(
@@ -418,7 +448,10 @@ fn check_handlers(
         {
             report.problems.push(ValidationProblem::for_type(
                 type_name,
-                format!("two row handlers of the type have the identity {:?}", handler.id),
+                format!(
+                    "two row handlers of the type have the identity {:?}",
+                    handler.id
+                ),
                 "give each handler its own id with RowHandlerOptions::id",
             ));
             continue;

@@ -119,7 +119,8 @@ impl Default for Options {
 
 impl Options {
     /// Every problem with these options, empty when they are usable. Each
-    /// names its option ([`ValidationProblem::option`]) and how to fix it.
+    /// names its option (the `option` field of [`ValidationProblem`]) and how
+    /// to fix it.
     pub fn validate(&self) -> Vec<ValidationProblem> {
         let mut problems = Vec::new();
         for (name, value) in [

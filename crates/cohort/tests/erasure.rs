@@ -10,7 +10,7 @@ use cohort::{
     TenantContext,
 };
 use common::models::*;
-use common::{TestDb, TestRules, count, db_with_cohort};
+use common::{BuildEngine, TestDb, TestRules, count, db_with_cohort};
 use uuid::Uuid;
 
 fn tenant() -> Uuid {
@@ -56,11 +56,11 @@ fn rules(user_data: Rule) -> TestRules {
 }
 
 async fn cohort(db: &TestDb, rules: TestRules) -> Cohort {
-    Cohort::builder(db.pool().clone())
+    Cohort::builder(db.engine_pool().clone())
         .rules(rules)
         .entity::<UserRecord>()
         .entity::<Message>()
-        .build()
+        .build_engine(db)
         .await
         .expect("model")
 }

@@ -185,7 +185,11 @@ fn options() -> Options {
     }
 }
 
-async fn build(db: &TestDb, options: Options, handlers: Vec<(Recorder, RowHandlerOptions)>) -> Cohort {
+async fn build(
+    db: &TestDb,
+    options: Options,
+    handlers: Vec<(Recorder, RowHandlerOptions)>,
+) -> Cohort {
     let mut builder = Cohort::builder(db.pool().clone())
         .options(options)
         .rules(purge_rules())
@@ -243,7 +247,10 @@ async fn a_handler_captures_in_the_batch_and_delivers_after_commit_with_the_rows
     .await;
     let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 5);
-    assert!(log.all().is_empty(), "nothing is delivered by the sweep itself");
+    assert!(
+        log.all().is_empty(),
+        "nothing is delivered by the sweep itself"
+    );
     // The work is queued in the batches' transactions, under the handlers'
     // identities: the id given, or the type's name.
     let ids: Vec<String> =
@@ -257,7 +264,11 @@ async fn a_handler_captures_in_the_batch_and_delivers_after_commit_with_the_rows
         HashSet::from([RECORDER_ID.to_owned(), "handlers::Recorder".to_owned()])
     );
     assert_eq!(
-        count(&db, "SELECT count(*) FROM sweep_run_row_detail WHERE captured_payload IS NOT NULL").await,
+        count(
+            &db,
+            "SELECT count(*) FROM sweep_run_row_detail WHERE captured_payload IS NOT NULL"
+        )
+        .await,
         5
     );
 
@@ -267,7 +278,11 @@ async fn a_handler_captures_in_the_batch_and_delivers_after_commit_with_the_rows
     assert_eq!(seen.len(), 10);
     for s in &seen {
         let n: u32 = s.body.trim_start_matches("body ").parse().expect("body");
-        assert_eq!(s.record_id, note_id(n).to_string(), "the snapshot is the row's own");
+        assert_eq!(
+            s.record_id,
+            note_id(n).to_string(),
+            "the snapshot is the row's own"
+        );
         assert_eq!(s.attempt, 1);
         assert_eq!(s.run_id, result.run_id);
         assert_eq!(s.entity_id, SessionNote::ENTITY_ID);
@@ -276,10 +291,19 @@ async fn a_handler_captures_in_the_batch_and_delivers_after_commit_with_the_rows
     }
     // Every handler of each row is done: the payloads are gone.
     assert_eq!(
-        count(&db, "SELECT count(*) FROM sweep_run_row_detail WHERE captured_payload IS NOT NULL").await,
+        count(
+            &db,
+            "SELECT count(*) FROM sweep_run_row_detail WHERE captured_payload IS NOT NULL"
+        )
+        .await,
         0
     );
-    assert!(states(&db).await.iter().all(|(s, a)| s == "Succeeded" && *a == 1));
+    assert!(
+        states(&db)
+            .await
+            .iter()
+            .all(|(s, a)| s == "Succeeded" && *a == 1)
+    );
 }
 
 // contract: RH2
@@ -313,7 +337,10 @@ async fn capture_belongs_to_the_batch_transaction_and_sees_the_row_before_the_ch
     );
     cohort.dispatcher().run_once().await.expect("dispatch");
     let bodies: HashSet<String> = log.all().into_iter().map(|s| s.body).collect();
-    assert_eq!(bodies, HashSet::from(["body 1".to_owned(), "body 2".to_owned()]));
+    assert_eq!(
+        bodies,
+        HashSet::from(["body 1".to_owned(), "body 2".to_owned()])
+    );
 }
 
 // contract: X6, RH10
@@ -335,7 +362,10 @@ async fn a_row_whose_capture_fails_is_left_dead_lettered_once_and_the_rest_go_on
     let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
     assert_eq!(result.affected(), 6);
-    assert_eq!(result.summaries[0].skipped, 1, "the row is counted as skipped");
+    assert_eq!(
+        result.summaries[0].skipped, 1,
+        "the row is counted as skipped"
+    );
     assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 1);
     let dead: Vec<(Option<i64>, String, String, String)> = sqlx::query_as(
         "SELECT detail_id, record_id, state, last_error FROM sweep_row_handler_status WHERE state = 'DeadLettered'",
@@ -351,7 +381,11 @@ async fn a_row_whose_capture_fails_is_left_dead_lettered_once_and_the_rest_go_on
     // The next run tries again, and dead-letters it once more.
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
     assert_eq!(
-        count(&db, "SELECT count(*) FROM sweep_row_handler_status WHERE state = 'DeadLettered'").await,
+        count(
+            &db,
+            "SELECT count(*) FROM sweep_row_handler_status WHERE state = 'DeadLettered'"
+        )
+        .await,
         2
     );
 }
@@ -376,7 +410,11 @@ impl RowHandler for LossyHandler {
         })
     }
 
-    fn deliver<'a>(&'a self, _: &'a HandlerContext, _: Lossy) -> BoxFuture<'a, Result<(), HandlerError>> {
+    fn deliver<'a>(
+        &'a self,
+        _: &'a HandlerContext,
+        _: Lossy,
+    ) -> BoxFuture<'a, Result<(), HandlerError>> {
         Box::pin(async { Ok(()) })
     }
 }
@@ -402,7 +440,10 @@ async fn a_snapshot_that_does_not_round_trip_fails_at_capture_before_the_row_cha
     .await
     .expect("errors");
     assert_eq!(errors.len(), 2);
-    assert!(errors.iter().all(|e| e.contains("SnapshotRoundTrip")), "{errors:?}");
+    assert!(
+        errors.iter().all(|e| e.contains("SnapshotRoundTrip")),
+        "{errors:?}"
+    );
 }
 
 // contract: RH4
@@ -413,7 +454,10 @@ async fn a_delivery_whose_dispatcher_dies_is_reclaimed_after_the_timeout_and_del
     let cohort = build(
         &db,
         options(),
-        vec![(Recorder::new("audit", &log, Behaviour::HangFirst), with_id())],
+        vec![(
+            Recorder::new("audit", &log, Behaviour::HangFirst),
+            with_id(),
+        )],
     )
     .await;
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
@@ -438,7 +482,11 @@ async fn a_delivery_whose_dispatcher_dies_is_reclaimed_after_the_timeout_and_del
     until_claims_expire(&db).await;
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
     assert_eq!((report.reclaimed, report.succeeded), (1, 1));
-    assert_eq!(states(&db).await, vec![("Succeeded".to_owned(), 2)], "the reclaim counts as an attempt");
+    assert_eq!(
+        states(&db).await,
+        vec![("Succeeded".to_owned(), 2)],
+        "the reclaim counts as an attempt"
+    );
     let seen = log.all();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].attempt, 2);
@@ -455,7 +503,11 @@ async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
         &db,
         options(),
         vec![(
-            Recorder::new("audit", &log, Behaviour::BlockThreadFirst(StdDuration::from_secs(4))),
+            Recorder::new(
+                "audit",
+                &log,
+                Behaviour::BlockThreadFirst(StdDuration::from_secs(4)),
+            ),
             with_id(),
         )],
     )
@@ -481,7 +533,10 @@ async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
     let second = cohort.dispatcher().run_once().await.expect("dispatch");
     assert_eq!((second.reclaimed, second.succeeded), (1, 1));
     let first = stalled.join().expect("thread").expect("dispatch");
-    assert_eq!(first.unsettled, 1, "the stale outcome is discarded: {first:?}");
+    assert_eq!(
+        first.unsettled, 1,
+        "the stale outcome is discarded: {first:?}"
+    );
     assert_eq!(first.succeeded + first.retried + first.dead_lettered, 0);
     assert_eq!(states(&db).await, vec![("Succeeded".to_owned(), 2)]);
 }
@@ -494,7 +549,10 @@ async fn a_handler_is_cancelled_at_nine_tenths_of_the_claim_and_the_attempt_fail
     let cohort = build(
         &db,
         options(),
-        vec![(Recorder::new("audit", &log, Behaviour::AwaitCancel), with_id())],
+        vec![(
+            Recorder::new("audit", &log, Behaviour::AwaitCancel),
+            with_id(),
+        )],
     )
     .await;
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
@@ -542,7 +600,7 @@ async fn failing_to_record_an_outcome_leaves_the_delivery_in_flight_until_reclai
                         .execute(&self.0)
                         .await?;
                 }
-                self.1 .0.lock().expect("log").push(Seen {
+                self.1.0.lock().expect("log").push(Seen {
                     handler: "revoker",
                     record_id: ctx.record_id.clone(),
                     attempt: ctx.attempt,
@@ -567,10 +625,22 @@ async fn failing_to_record_an_outcome_leaves_the_delivery_in_flight_until_reclai
         .await
         .expect("model");
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
-    let report = cohort.dispatcher().run_once().await.expect("a failed record is not an error of the round");
-    assert_eq!((report.claimed, report.unsettled, report.succeeded), (1, 1, 0));
-    assert_eq!(states(&db).await, vec![("InFlight".to_owned(), 1)], "not recorded as a handler failure");
-    db.exec("GRANT UPDATE ON sweep_row_handler_status TO cohort_test_app").await;
+    let report = cohort
+        .dispatcher()
+        .run_once()
+        .await
+        .expect("a failed record is not an error of the round");
+    assert_eq!(
+        (report.claimed, report.unsettled, report.succeeded),
+        (1, 1, 0)
+    );
+    assert_eq!(
+        states(&db).await,
+        vec![("InFlight".to_owned(), 1)],
+        "not recorded as a handler failure"
+    );
+    db.exec("GRANT UPDATE ON sweep_row_handler_status TO cohort_test_app")
+        .await;
     until_claims_expire(&db).await;
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
     assert_eq!((report.reclaimed, report.succeeded), (1, 1));
@@ -628,7 +698,11 @@ async fn work_that_waits_for_the_sweep_to_settle_is_not_delivered_before() {
     let sweeping = builder.build().await.expect("model");
     sweeping.sweep(&scope(), Utc::now()).await.expect("sweep");
     let mid_run: Vec<&'static str> = log.all().iter().map(|s| s.handler).collect();
-    assert_eq!(mid_run.len(), 4, "work that need not wait went mid-run: {mid_run:?}");
+    assert_eq!(
+        mid_run.len(),
+        4,
+        "work that need not wait went mid-run: {mid_run:?}"
+    );
     assert!(
         mid_run.iter().all(|h| *h == "now"),
         "nothing waiting for the settle was delivered before it: {mid_run:?}"
@@ -668,7 +742,12 @@ async fn the_dispatcher_settles_an_abandoned_run_so_its_waiting_work_can_go() {
     let waiting = RowHandlerOptions::new()
         .id(uuid(RECORDER_ID))
         .dispatch(Dispatch::AfterSweepSettled);
-    let cohort = build(&db, opts, vec![(Recorder::new("later", &log, Behaviour::Succeed), waiting)]).await;
+    let cohort = build(
+        &db,
+        opts,
+        vec![(Recorder::new("later", &log, Behaviour::Succeed), waiting)],
+    )
+    .await;
     // A run that dies after its first batch committed: its observer hangs
     // on that batch's progress, and the run's future is dropped there.
     let (committed_tx, committed_rx) = tokio::sync::oneshot::channel::<()>();
@@ -695,7 +774,10 @@ async fn the_dispatcher_settles_an_abandoned_run_so_its_waiting_work_can_go() {
     committed_rx.await.expect("the first batch committed");
     run.abort();
     assert!(run.await.expect_err("killed").is_cancelled());
-    assert_eq!(count(&db, "SELECT count(*) FROM sweep_row_handler_status").await, 2);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM sweep_row_handler_status").await,
+        2
+    );
     // The dispatcher waits for the run to settle; once the run's owner is
     // gone and the settle timeout passed, it settles the run itself.
     let mut delivered = 0;
@@ -731,7 +813,8 @@ async fn a_payload_past_the_retention_is_scrubbed_and_its_work_dead_letters_nami
     )
     .await;
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
-    db.exec("UPDATE sweep_run_row_detail SET created_at = now() - interval '2 seconds'").await;
+    db.exec("UPDATE sweep_run_row_detail SET created_at = now() - interval '2 seconds'")
+        .await;
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
     assert_eq!((report.scrubbed, report.dead_lettered), (2, 2));
     assert!(log.all().is_empty());
@@ -739,7 +822,10 @@ async fn a_payload_past_the_retention_is_scrubbed_and_its_work_dead_letters_nami
         .fetch_all(db.pool())
         .await
         .expect("errors");
-    assert!(errors.iter().all(|e| e.contains("PayloadScrubbed")), "{errors:?}");
+    assert!(
+        errors.iter().all(|e| e.contains("PayloadScrubbed")),
+        "{errors:?}"
+    );
     let attempts: Vec<i32> = sqlx::query_scalar("SELECT attempts FROM sweep_row_handler_status")
         .fetch_all(db.pool())
         .await
@@ -764,7 +850,8 @@ async fn a_failing_handler_is_retried_then_dead_lettered_with_a_sanitized_error(
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
     for attempt in 1..=3 {
         // Skip the backoff: the test is about the budget, not the clock.
-        db.exec("UPDATE sweep_row_handler_status SET not_before = now() - interval '1 second'").await;
+        db.exec("UPDATE sweep_row_handler_status SET not_before = now() - interval '1 second'")
+            .await;
         let report = cohort.dispatcher().run_once().await.expect("dispatch");
         if attempt < 3 {
             assert_eq!(report.retried, 1, "attempt {attempt}");
@@ -790,7 +877,11 @@ async fn a_failing_handler_is_retried_then_dead_lettered_with_a_sanitized_error(
     assert!(!error.contains("secret"), "{error}");
     assert_eq!(log.all().len(), 3);
     assert_eq!(
-        count(&db, "SELECT count(*) FROM sweep_run_row_detail WHERE captured_payload IS NOT NULL").await,
+        count(
+            &db,
+            "SELECT count(*) FROM sweep_run_row_detail WHERE captured_payload IS NOT NULL"
+        )
+        .await,
         0,
         "a dead letter is terminal: the payload is cleared"
     );
@@ -819,19 +910,22 @@ async fn a_poisoned_payload_or_an_unknown_handler_dead_letters() {
     .execute(db.pool())
     .await
     .expect("poison");
-    sqlx::query("UPDATE sweep_row_handler_status SET handler_id = 'old::Name' WHERE record_id = $1")
-        .bind(note_id(2).to_string())
-        .execute(db.pool())
-        .await
-        .expect("rename");
+    sqlx::query(
+        "UPDATE sweep_row_handler_status SET handler_id = 'old::Name' WHERE record_id = $1",
+    )
+    .bind(note_id(2).to_string())
+    .execute(db.pool())
+    .await
+    .expect("rename");
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
     assert_eq!(report.dead_lettered, 2);
     assert!(log.all().is_empty());
-    let errors: Vec<(String, String)> =
-        sqlx::query_as("SELECT record_id, last_error FROM sweep_row_handler_status ORDER BY record_id")
-            .fetch_all(db.pool())
-            .await
-            .expect("errors");
+    let errors: Vec<(String, String)> = sqlx::query_as(
+        "SELECT record_id, last_error FROM sweep_row_handler_status ORDER BY record_id",
+    )
+    .fetch_all(db.pool())
+    .await
+    .expect("errors");
     assert!(errors[0].1.contains("PayloadUndecodable"), "{errors:?}");
     assert!(errors[1].1.contains("UnknownHandler"), "{errors:?}");
 }
@@ -862,16 +956,19 @@ async fn a_rows_handlers_run_in_priority_order_one_at_a_time() {
     .await;
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
     // Before the first handler of a row is done, nothing else of the row is claimable.
-    let claimable: Vec<i32> = sqlx::query_scalar(
-        "SELECT DISTINCT priority FROM sweep_row_handler_status ORDER BY 1",
-    )
-    .fetch_all(db.pool())
-    .await
-    .expect("ranks");
+    let claimable: Vec<i32> =
+        sqlx::query_scalar("SELECT DISTINCT priority FROM sweep_row_handler_status ORDER BY 1")
+            .fetch_all(db.pool())
+            .await
+            .expect("ranks");
     assert_eq!(claimable, vec![0, 1, 2]);
     // Three dispatchers at once, until everything is delivered.
     for _ in 0..20 {
-        let (da, db_, dc) = (cohort.dispatcher(), cohort.dispatcher(), cohort.dispatcher());
+        let (da, db_, dc) = (
+            cohort.dispatcher(),
+            cohort.dispatcher(),
+            cohort.dispatcher(),
+        );
         let (a, b, c) = tokio::join!(da.run_once(), db_.run_once(), dc.run_once());
         let claimed = a.expect("a").claimed + b.expect("b").claimed + c.expect("c").claimed;
         if claimed == 0 {
@@ -889,7 +986,10 @@ async fn a_rows_handlers_run_in_priority_order_one_at_a_time() {
         let order: Vec<&str> = deliveries.iter().map(|s| s.handler).collect();
         assert_eq!(order, ["first", "second", "third"], "row {row}");
         for pair in deliveries.windows(2) {
-            assert!(pair[0].finished <= pair[1].started, "row {row}: overlapping deliveries");
+            assert!(
+                pair[0].finished <= pair[1].started,
+                "row {row}: overlapping deliveries"
+            );
         }
     }
 }
@@ -925,14 +1025,25 @@ async fn competing_dispatchers_deliver_each_row_once_and_drain_at_volume() {
     }
     let seen = log.all();
     assert_eq!(seen.len(), 20_000, "no failures, so exactly once each");
-    let distinct: HashSet<(String, &str)> = seen.iter().map(|s| (s.record_id.clone(), s.handler)).collect();
+    let distinct: HashSet<(String, &str)> = seen
+        .iter()
+        .map(|s| (s.record_id.clone(), s.handler))
+        .collect();
     assert_eq!(distinct.len(), 20_000);
     assert_eq!(
-        count(&db, "SELECT count(*) FROM sweep_row_handler_status WHERE state <> 'Succeeded'").await,
+        count(
+            &db,
+            "SELECT count(*) FROM sweep_row_handler_status WHERE state <> 'Succeeded'"
+        )
+        .await,
         0
     );
     assert_eq!(
-        count(&db, "SELECT count(*) FROM sweep_run_row_detail WHERE captured_payload IS NOT NULL").await,
+        count(
+            &db,
+            "SELECT count(*) FROM sweep_run_row_detail WHERE captured_payload IS NOT NULL"
+        )
+        .await,
         0,
         "no live payload is left"
     );
@@ -999,8 +1110,14 @@ async fn dry_runs_never_capture_or_queue_and_erasures_run_handlers() {
         .await
         .expect("dry run");
     assert_eq!(dry.affected(), 3);
-    assert_eq!(count(&db, "SELECT count(*) FROM sweep_row_handler_status").await, 0);
-    assert_eq!(count(&db, "SELECT count(*) FROM sweep_run_row_detail").await, 0);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM sweep_row_handler_status").await,
+        0
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM sweep_run_row_detail").await,
+        0
+    );
 
     // Erasure changes the subject's rows through the same batches, so its
     // rows' handlers run too.
@@ -1019,9 +1136,13 @@ async fn dry_runs_never_capture_or_queue_and_erasures_run_handlers() {
         fn capture(&self, row: &CapturedRow) -> Result<i64, HandlerError> {
             row.get("id")
         }
-        fn deliver<'a>(&'a self, ctx: &'a HandlerContext, id: i64) -> BoxFuture<'a, Result<(), HandlerError>> {
+        fn deliver<'a>(
+            &'a self,
+            ctx: &'a HandlerContext,
+            id: i64,
+        ) -> BoxFuture<'a, Result<(), HandlerError>> {
             Box::pin(async move {
-                self.0 .0.lock().expect("log").push(Seen {
+                self.0.0.lock().expect("log").push(Seen {
                     handler: "user",
                     record_id: ctx.record_id.clone(),
                     attempt: ctx.attempt,

@@ -18,7 +18,7 @@ use cohort::{
     TenantContext,
 };
 use common::models::*;
-use common::{TestDb, TestRules, count, db_with_cohort};
+use common::{BuildEngine, TestDb, TestRules, count, db_with_cohort};
 use futures_util::future::BoxFuture;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -161,7 +161,7 @@ fn rules() -> TestRules {
 }
 
 async fn build(db: &TestDb, options: Options) -> Cohort {
-    Cohort::builder(db.pool().clone())
+    Cohort::builder(db.engine_pool().clone())
         .options(options)
         .rules(rules())
         .entity::<SessionNote>()
@@ -173,7 +173,7 @@ async fn build(db: &TestDb, options: Options) -> Cohort {
         .entity::<TextItem>()
         .entity::<Order>()
         .entity::<AppSetting>()
-        .build()
+        .build_engine(db)
         .await
         .expect("valid model")
 }
@@ -277,7 +277,7 @@ fn request(entity: &str, record: impl Into<String>, tenant: Option<Uuid>) -> Hol
 }
 
 async fn create(db: &TestDb, cohort: &Cohort, r: HoldRequest) -> Result<Hold, Error> {
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     cohort.holds().create(&mut conn, r).await
 }
 
@@ -322,7 +322,7 @@ async fn sweep_a(cohort: &Cohort, now: DateTime<Utc>) -> RunResult {
 }
 
 async fn is_held(db: &TestDb, cohort: &Cohort, target: &Target, as_of: DateTime<Utc>) -> bool {
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     cohort
         .holds()
         .is_held(&mut conn, target, as_of)
@@ -464,7 +464,7 @@ async fn held_rows_survive_purge_soft_delete_and_anonymise_sweeps_and_a_host_del
     // A host deletion through the deletion service.
     let called = Arc::new(AtomicBool::new(false));
     let flag = called.clone();
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let outcome = cohort
         .deletion()
         .execute(
@@ -701,7 +701,7 @@ async fn expiry_and_removal_are_stored_as_given_and_end_protection_by_the_databa
         Some(tenant_a()),
     )
     .await;
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let removal = now + Duration::days(1);
     let removed = cohort
         .holds()
@@ -769,7 +769,7 @@ async fn reporting_queries_judge_the_as_of_given_and_the_instant_of_expiry_or_re
         "held at the instant of expiry"
     );
 
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let listed = |hs: Vec<Hold>| hs.into_iter().map(|h| h.hold_id).collect::<Vec<_>>();
     let all = HoldFilter::all();
     assert_eq!(
@@ -1034,7 +1034,7 @@ async fn values_the_key_type_refuses_are_typed_errors() {
             }
             other => panic!("{entity} {record}: {other:?}"),
         }
-        let mut conn = db.pool().acquire().await.expect("connection");
+        let mut conn = db.engine_pool().acquire().await.expect("connection");
         let err = cohort
             .holds()
             .is_held(&mut conn, &Target::new(uuid(entity), record, a), Utc::now())
@@ -1055,7 +1055,7 @@ async fn in_a_repeatable_read_transaction_a_row_deleted_since_the_snapshot_is_a_
  {
     let (db, cohort) = setup().await;
     let id = note(&db, tenant_a(), 40).await;
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let mut tx = sqlx::Acquire::begin(&mut *conn).await.expect("begin");
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .execute(&mut *tx)
@@ -1179,7 +1179,7 @@ async fn an_uncommitted_hold_in_a_callers_transaction_holds_the_fence_until_it_e
 
     // A hold created in the caller's transaction holds the type's fence
     // until that transaction ends: the sweep waits, then sees the hold.
-    let mut c1 = db.pool().acquire().await.expect("connection");
+    let mut c1 = db.engine_pool().acquire().await.expect("connection");
     let mut tx1 = sqlx::Acquire::begin(&mut *c1).await.expect("begin");
     cohort
         .holds()
@@ -1209,7 +1209,7 @@ async fn an_uncommitted_hold_in_a_callers_transaction_holds_the_fence_until_it_e
 
     // A hold whose transaction rolls back never existed.
     let rolled_back = note(&db, tenant_a(), 40).await;
-    let mut c2 = db.pool().acquire().await.expect("connection");
+    let mut c2 = db.engine_pool().acquire().await.expect("connection");
     let mut tx2 = sqlx::Acquire::begin(&mut *c2).await.expect("begin");
     cohort
         .holds()
@@ -1252,7 +1252,7 @@ async fn hold_creation_waits_for_a_row_locked_by_a_mutation_and_then_sees_it_gon
         .await
         .expect("delete");
 
-    let mut creator = db.connect().await;
+    let mut creator = db.connect_engine().await;
     let pid = backend_pid(&mut creator).await;
     let handle = {
         let cohort = cohort.clone();
@@ -1294,7 +1294,7 @@ async fn a_host_deletion_and_hold_creation_on_the_same_row_exclude_each_other() 
     let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
     let deleting = {
         let cohort = cohort.clone();
-        let pool = db.pool().clone();
+        let pool = db.engine_pool().clone();
         tokio::spawn(async move {
             let mut conn = pool.acquire().await.expect("connection");
             cohort
@@ -1318,7 +1318,7 @@ async fn a_host_deletion_and_hold_creation_on_the_same_row_exclude_each_other() 
         })
     };
     entered_rx.await.expect("callback entered");
-    let mut creator = db.connect().await;
+    let mut creator = db.connect_engine().await;
     let pid = backend_pid(&mut creator).await;
     let creating = {
         let cohort = cohort.clone();
@@ -1350,14 +1350,14 @@ async fn a_host_deletion_and_hold_creation_on_the_same_row_exclude_each_other() 
     // 2. The creator first (uncommitted, in the caller's transaction): the
     //    deletion waits for it, then sees the hold.
     let id = note(&db, tenant_a(), 40).await;
-    let mut c1 = db.pool().acquire().await.expect("connection");
+    let mut c1 = db.engine_pool().acquire().await.expect("connection");
     let mut tx = sqlx::Acquire::begin(&mut *c1).await.expect("begin");
     cohort
         .holds()
         .create(&mut tx, request(NOTE_ID, id.to_string(), Some(tenant_a())))
         .await
         .expect("hold");
-    let mut deleter = db.connect().await;
+    let mut deleter = db.connect_engine().await;
     let pid = backend_pid(&mut deleter).await;
     let called = Arc::new(AtomicBool::new(false));
     let deleting = {
@@ -1405,7 +1405,9 @@ async fn a_host_deletion_and_hold_creation_on_the_same_row_exclude_each_other() 
 #[tokio::test]
 async fn a_refused_record_id_leaves_the_callers_transaction_usable_and_search_path_is_put_back() {
     let (db, cohort) = setup().await;
-    let mut conn = db.pool().acquire().await.expect("connection");
+    // The host's own insert below needs the host's own grant.
+    common::grant_host(&db, "INSERT ON public.session_notes").await;
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let mut tx = sqlx::Acquire::begin(&mut *conn).await.expect("begin");
     sqlx::query("SELECT set_config('search_path', 'public, pg_temp', true)")
         .execute(&mut *tx)
@@ -1545,7 +1547,7 @@ async fn holds_are_removed_listed_and_pruned_after_the_inactive_hold_retention()
     let removal_ahead = create(&db, &cohort, req(5, now - Duration::days(10)))
         .await
         .expect("hold");
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let holds = cohort.holds();
     holds
         .remove(&mut conn, removed_long_ago.hold_id, now - Duration::days(2))
@@ -1631,7 +1633,7 @@ async fn without_an_inactive_hold_retention_prune_deletes_nothing() {
     )
     .await
     .expect("hold");
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     assert_eq!(cohort.holds().prune(&mut conn).await.expect("prune"), 0);
     assert_eq!(holds_count(&db).await, 1);
 }
@@ -1727,7 +1729,7 @@ async fn a_deletion_with_a_held_target_is_protected_and_the_callback_never_runs(
     ];
     let called = Arc::new(AtomicBool::new(false));
     let flag = called.clone();
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let outcome = cohort
         .deletion()
         .execute(&mut conn, &targets, move |c| {
@@ -1762,6 +1764,8 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
     let now = now_s();
     let first = note(&db, tenant_a(), 1).await;
     let second = note(&db, tenant_a(), 1).await;
+    // The callback's own audit insert needs the host's own grant.
+    common::grant_host(&db, "INSERT ON public.host_audit").await;
     // An expired hold does not protect.
     create(
         &db,
@@ -1778,7 +1782,7 @@ async fn an_unheld_deletion_runs_the_callback_in_its_transaction_and_a_callback_
     .await
     .expect("hold");
 
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let outcome = cohort
         .deletion()
         .execute(
@@ -1919,7 +1923,7 @@ async fn the_deletion_service_refuses_a_connection_with_a_transaction_open() {
     let called = Arc::new(AtomicBool::new(false));
 
     // A transaction sqlx started.
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let mut tx = sqlx::Acquire::begin(&mut *conn).await.expect("begin");
     let err = cohort
         .deletion()
@@ -2081,7 +2085,7 @@ async fn bad_input_is_a_typed_error_nothing_is_written_and_the_callers_transacti
             },
         ),
     ];
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let mut tx = sqlx::Acquire::begin(&mut *conn).await.expect("begin");
     for (req, expected) in cases {
         let err = cohort
@@ -2156,7 +2160,7 @@ async fn holds_and_deletions_check_readiness_themselves() {
     let (db, cohort) = setup().await;
     let id = note(&db, tenant_a(), 40).await;
     db.exec("DROP TABLE retention_holds").await;
-    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
     let err = cohort
         .holds()
         .create(
@@ -2214,7 +2218,7 @@ async fn a_hostile_search_path_changes_nothing_and_is_put_back() {
          CREATE FUNCTION evil.statement_timestamp() RETURNS timestamptz LANGUAGE sql AS 'SELECT ''1970-01-01''::timestamptz';",
     )
     .await;
-    let mut conn = db.connect().await;
+    let mut conn = db.connect_engine().await;
     sqlx::query("SET search_path = evil, pg_catalog")
         .execute(&mut conn)
         .await

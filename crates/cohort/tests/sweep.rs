@@ -7,7 +7,7 @@ use cohort::{
     Capabilities, Cohort, Options, Period, Rule, RunStatus, Scope, Strategy, TenantContext,
 };
 use common::models::*;
-use common::{Answer, TestDb, TestRules, count, db_with_cohort};
+use common::{Answer, BuildEngine, TestDb, TestRules, count, db_with_cohort};
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -53,12 +53,12 @@ async fn setup() -> TestDb {
 }
 
 async fn build(db: &TestDb, rules: TestRules, options: Options) -> Cohort {
-    Cohort::builder(db.pool().clone())
+    Cohort::builder(db.engine_pool().clone())
         .options(options)
         .rules(rules)
         .entity::<SessionNote>()
         .entity::<CaseContact>()
-        .build()
+        .build_engine(db)
         .await
         .expect("valid model")
 }
@@ -367,11 +367,11 @@ async fn the_cutoff_is_strict_null_anchors_stay_and_a_zero_period_acts_at_once()
             Capabilities::only(Strategy::Anonymise),
             Rule::new(Period::days(1), Strategy::Anonymise),
         );
-    let cohort = Cohort::builder(db.pool().clone())
+    let cohort = Cohort::builder(db.engine_pool().clone())
         .rules(rules)
         .entity::<Ticket>()
         .entity::<SessionNote>()
-        .build()
+        .build_engine(&db)
         .await
         .expect("model");
     let cutoff = now() - Duration::days(30);
@@ -484,12 +484,12 @@ async fn a_failing_entity_is_recorded_sanitized_and_the_others_go_on() {
         Capabilities::only(Strategy::Purge),
         Rule::new(Period::days(30), Strategy::Purge),
     );
-    let cohort = Cohort::builder(db.pool().clone())
+    let cohort = Cohort::builder(db.engine_pool().clone())
         .rules(rules.clone())
         .entity::<SessionNote>()
         .entity::<CaseContact>()
         .entity::<Ticket>()
-        .build()
+        .build_engine(&db)
         .await
         .expect("model");
     for answer in [
@@ -647,10 +647,10 @@ async fn tenantless_runs_are_attributed_to_the_nil_uuid() {
         Capabilities::only(Strategy::Purge),
         Rule::new(Period::days(30), Strategy::Purge).with_per_row_audit(),
     );
-    let cohort = Cohort::builder(db.pool().clone())
+    let cohort = Cohort::builder(db.engine_pool().clone())
         .rules(rules)
         .entity::<SystemLog>()
-        .build()
+        .build_engine(&db)
         .await
         .expect("model");
     db.exec("INSERT INTO system_log VALUES (1, '2020-01-01', 'old'), (2, now(), 'new')")
@@ -743,19 +743,25 @@ async fn batches_stay_consistent_for_a_key_type_off_the_search_path() {
         "#,
     )
     .await;
+    if let Some(role) = db.engine_role() {
+        // The grants Cohort generates cannot know where an extension lives:
+        // the host grants its schema (docs/security.md; build reports it).
+        db.exec(&format!("GRANT USAGE ON SCHEMA ext TO \"{role}\""))
+            .await;
+    }
     let rules = TestRules::new().with(
         "codes",
         Capabilities::only(Strategy::Purge),
         Rule::new(Period::days(30), Strategy::Purge),
     );
-    let cohort = Cohort::builder(db.pool().clone())
+    let cohort = Cohort::builder(db.engine_pool().clone())
         .options(Options {
             batch_size: 1,
             ..Options::default()
         })
         .rules(rules)
         .entity::<Code>()
-        .build()
+        .build_engine(&db)
         .await
         .expect("model");
     let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");

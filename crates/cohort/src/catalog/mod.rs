@@ -9,13 +9,15 @@
 //! One job per file: [`tables`] (relations and their columns), [`types`] (the
 //! closure of column types through domains, arrays and ranges), [`equality`]
 //! (how a column compares with a value given as text), [`indexes`]
-//! (primary keys and unique indexes), [`inheritance`] (`pg_inherits`) and
-//! [`foreign_keys`] (the foreign-key graph between partition roots).
+//! (primary keys and unique indexes), [`inheritance`] (`pg_inherits`),
+//! [`foreign_keys`] (the foreign-key graph between partition roots) and
+//! [`privileges`] (what the session's role may do, and row-level security).
 
 mod equality;
 mod foreign_keys;
 mod indexes;
 mod inheritance;
+mod privileges;
 mod tables;
 mod types;
 
@@ -23,6 +25,9 @@ pub(crate) use equality::equalities;
 pub(crate) use foreign_keys::{ForeignKey, OnDelete, foreign_keys};
 pub(crate) use indexes::{CatalogIndex, indexes};
 pub(crate) use inheritance::{InheritanceLink, inheritance};
+pub(crate) use privileges::{
+    Ask, Privilege, RowSecurity, RuntimeRole, privileges, row_security, runtime_role, type_schemas,
+};
 pub(crate) use tables::{CatalogColumn, CatalogTable, RelationLookup, lookup_tables};
 pub(crate) use types::{CatalogType, TypeKind, types};
 

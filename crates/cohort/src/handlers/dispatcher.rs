@@ -380,7 +380,9 @@ impl Dispatcher {
                     }
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "a dispatch round failed; retrying after the poll interval"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a dispatch round failed; retrying after the poll interval")
+                }
             }
             let wait = tokio::time::sleep(options.poll_interval);
             tokio::pin!(wait);

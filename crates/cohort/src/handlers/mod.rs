@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use crate::policy::{ProviderError, Strategy};
 
-pub use dispatcher::{DispatchReport, Dispatcher};
 pub(crate) use dispatcher::CHANNEL;
+pub use dispatcher::{DispatchReport, Dispatcher};
 pub(crate) use queue::QueueSql;
 
 /// What a handler's hooks return on failure: any error. Only its type name

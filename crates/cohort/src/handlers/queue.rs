@@ -31,26 +31,22 @@ impl QueueSql {
 
     /// Claims up to `$2` due deliveries of the types `$1` (uuid[]), each for
     /// `$3` (interval), counting the attempt at claim. A delivery is due when
-    /// it is `Pending`, its `not_before` passed, its run has settled if it
-    /// waits for that, and it is its row's first delivery that is not done
-    /// (rank, then id): so a row's deliveries run in order, one at a time.
-    /// The scan walks the due index in `not_before` order and stops at the
-    /// limit; each candidate costs one probe of the row's few deliveries.
-    /// Returns the claimed rows with their payload (`payload`, NULL when
-    /// none), whether the payload was scrubbed (`scrubbed`) and the row's
-    /// action.
+    /// it is `Pending`, its `not_before` passed, and its run has settled if
+    /// it waits for that. A row's later deliveries wait with `not_before =
+    /// infinity` until the one before them is done (see [`QueueSql::settle`]),
+    /// so a row's deliveries run in rank order, one at a time, and the claim
+    /// needs no look at siblings: it walks the due index in `not_before`
+    /// order and stops at the limit. Returns the claimed rows with their
+    /// payload (`payload`, NULL when none), whether the payload was scrubbed
+    /// (`scrubbed`) and the row's action.
     pub(super) fn claim(&self) -> String {
         format!(
             "WITH picked AS MATERIALIZED ( \
                SELECT h.work_id FROM {work} AS h \
-               WHERE h.state = 'Pending' AND h.not_before <= pg_catalog.clock_timestamp() \
+               WHERE h.state = 'Pending' AND h.not_before <= pg_catalog.statement_timestamp() \
                  AND h.retained_entity_id = ANY ($1::pg_catalog.uuid[]) \
                  AND (NOT h.after_sweep_settled OR EXISTS ( \
                        SELECT 1 FROM {runs} AS r WHERE r.run_id = h.run_id AND r.status <> 'Started')) \
-                 AND h.work_id = ( \
-                       SELECT s.work_id FROM {work} AS s \
-                       WHERE s.detail_id = h.detail_id AND s.state IN ('Pending', 'InFlight') \
-                       ORDER BY s.priority, s.work_id LIMIT 1) \
                ORDER BY h.not_before \
                LIMIT $2 FOR UPDATE OF h SKIP LOCKED), \
              claimed AS ( \
@@ -74,6 +70,25 @@ impl QueueSql {
         )
     }
 
+    /// The CTE that releases the next delivery of each row CTE `done`
+    /// (columns `detail_id`, `state`) finished: the row's first delivery,
+    /// by rank, still waiting with `not_before = infinity`. (`state ||
+    /// ''` keeps the planner on the row's own index even when the queue's
+    /// statistics lag behind a burst of work.)
+    fn release_next(&self, done: &str) -> String {
+        format!(
+            "UPDATE {work} AS n SET not_before = pg_catalog.clock_timestamp(), \
+                 updated_at = pg_catalog.clock_timestamp() \
+             FROM {done} WHERE {done}.state IN ('Succeeded', 'DeadLettered') \
+               AND n.work_id = ( \
+                 SELECT s.work_id FROM {work} AS s \
+                 WHERE s.detail_id = {done}.detail_id AND (s.state || '') = 'Pending' \
+                 ORDER BY s.priority, s.work_id LIMIT 1) \
+               AND n.not_before = 'infinity'",
+            work = self.work,
+        )
+    }
+
     /// Settles delivery `$1` claimed with token `$2` as `$3` (state), with
     /// error `$4` and, for `Pending`, a retry after `$5` (interval). Matches
     /// nothing when the claim was reclaimed meanwhile. When the row's work is
@@ -92,10 +107,12 @@ impl QueueSql {
                WHERE d.detail_id = s.detail_id AND s.state IN ('Succeeded', 'DeadLettered') \
                  AND d.captured_payload IS NOT NULL \
                  AND NOT EXISTS (SELECT 1 FROM {work} AS o WHERE o.detail_id = s.detail_id \
-                                 AND o.work_id <> s.work_id AND o.state IN ('Pending', 'InFlight'))) \
+                                 AND o.work_id <> s.work_id AND o.state IN ('Pending', 'InFlight'))), \
+             released AS ({release}) \
              SELECT pg_catalog.count(*) FROM s",
             work = self.work,
             details = self.details,
+            release = self.release_next("s"),
         )
     }
 
@@ -119,10 +136,12 @@ impl QueueSql {
                WHERE d.detail_id = r.detail_id AND r.state = 'DeadLettered' \
                  AND d.captured_payload IS NOT NULL \
                  AND NOT EXISTS (SELECT 1 FROM {work} AS o WHERE o.detail_id = r.detail_id \
-                                 AND o.work_id <> r.work_id AND o.state IN ('Pending', 'InFlight'))) \
+                                 AND o.work_id <> r.work_id AND o.state IN ('Pending', 'InFlight'))), \
+             released AS ({release}) \
              SELECT pg_catalog.count(*) FROM r",
             work = self.work,
             details = self.details,
+            release = self.release_next("r"),
         )
     }
 
@@ -146,7 +165,8 @@ impl QueueSql {
     /// The body of a CTE that queues one delivery per handler for each row
     /// detail CTE `det` inserted (columns `detail_id`, `record_id`): `run`,
     /// `entity`, `tenant` are placeholders, `handlers` the SQL of a
-    /// `ROWS FROM` giving `hs(id, rank, after)`.
+    /// `ROWS FROM` giving `hs(id, rank, after)`. The rank-0 delivery is due
+    /// at once; the others wait (`not_before = infinity`) for the one before.
     pub(crate) fn queue_cte(
         schema: &SchemaName,
         run: &str,
@@ -158,8 +178,9 @@ impl QueueSql {
             "INSERT INTO {work} (detail_id, run_id, retained_entity_id, record_id, tenant_id, handler_id, \
                  priority, state, attempts, not_before, after_sweep_settled, created_at, updated_at) \
              SELECT det.detail_id, {run}, {entity}, det.record_id, {tenant}, hs.id, hs.rank, 'Pending', 0, \
-                    pg_catalog.statement_timestamp(), hs.after, pg_catalog.statement_timestamp(), \
-                    pg_catalog.statement_timestamp() \
+                    CASE WHEN hs.rank = 0 THEN pg_catalog.statement_timestamp() \
+                         ELSE 'infinity'::pg_catalog.timestamptz END, \
+                    hs.after, pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp() \
              FROM det CROSS JOIN {handlers}",
             work = schema.table("sweep_row_handler_status"),
         )

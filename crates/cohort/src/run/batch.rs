@@ -16,13 +16,13 @@ use uuid::Uuid;
 
 use super::cancelled;
 use super::statements::{EntitySql, P};
-use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind};
 use crate::handlers::registry::Registered;
 use crate::handlers::{CapturedRow, Dispatch};
+use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind};
 use crate::model::AnonymiseMethod;
-use crate::schema::SchemaName;
 use crate::model::resolved::ResolvedEntity;
 use crate::policy::Strategy;
+use crate::schema::SchemaName;
 use crate::sql::txn::{self, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, LockWait, sqlstate};
 use crate::sql::{AssertSqlSafe, PgTime, Statement};
 
@@ -531,9 +531,9 @@ impl EntityBatches<'_> {
             }
         }
         if !rids.is_empty() {
-            sqlx::query(AssertSqlSafe(crate::handlers::QueueSql::dead_letter_captures(
-                v.schema,
-            )))
+            sqlx::query(AssertSqlSafe(
+                crate::handlers::QueueSql::dead_letter_captures(v.schema),
+            ))
             .bind(v.run)
             .bind(v.entity.entity_id)
             .bind(v.ledger_tenant)

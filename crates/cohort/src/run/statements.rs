@@ -548,8 +548,8 @@ impl EntitySql {
         let erasure = parts.erasure();
         // The range path needs no row's values: custom anonymisers and
         // handlers' capture take the locked path.
-        let range = (!erasure && customs == 0 && !capture)
-            .then(|| [parts.range(false), parts.range(true)]);
+        let range =
+            (!erasure && customs == 0 && !capture).then(|| [parts.range(false), parts.range(true)]);
         EntitySql {
             count: parts.count(),
             range,

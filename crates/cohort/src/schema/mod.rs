@@ -13,6 +13,8 @@ mod migrations;
 mod readiness;
 mod spec;
 
+/// Least-privilege roles (`docs/security.md`).
+pub use crate::validate::privileges::{RoleGrants, RoleNames, role_grants};
 pub use migrations::{
     Layout, Migration, MigrationId, SCHEMA_VERSION, ddl, migrations, write_migration_files,
 };

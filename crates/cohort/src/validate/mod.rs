@@ -13,7 +13,9 @@
 //! - [`inheritance`]: no table inheritance; partitioning decided (V2);
 //! - [`cascade`]: no ON DELETE CASCADE path from a purgeable table into a
 //!   retained one (V3);
-//! - [`order`]: the engine's processing order (X16).
+//! - [`order`]: the engine's processing order (X16);
+//! - [`privileges`]: the runtime role's privileges and row-level security
+//!   (SEC2, SEC4), and the grants that satisfy them (SEC1).
 //!
 //! The catalog is read through [`crate::catalog`], a handful of queries for
 //! all types together.
@@ -23,6 +25,7 @@ mod columns;
 mod inheritance;
 mod keys;
 mod order;
+pub(crate) mod privileges;
 mod registry;
 mod report;
 mod roles;
@@ -65,6 +68,8 @@ pub(crate) struct Registration<'a> {
     pub(crate) options: &'a Options,
     pub(crate) provider: &'a dyn RuleProvider,
     pub(crate) anonymisers: &'a columns::Anonymisers,
+    /// Whether any row handler is registered (it needs the queue).
+    pub(crate) row_handlers: bool,
 }
 
 /// One retained type on its way through validation.
@@ -272,6 +277,14 @@ pub(crate) async fn validate(
         }
     }
 
+    privileges::check(
+        conn,
+        reg.options,
+        reg.row_handlers,
+        &candidates,
+        &mut problems,
+    )
+    .await?;
     if !problems.is_empty() {
         return Err(Error::Validation(problems.into_report()));
     }

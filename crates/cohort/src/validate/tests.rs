@@ -181,6 +181,7 @@ async fn run(conn: &mut sqlx::PgConnection) -> Result<Model, Error> {
             options: &options,
             provider: &Rules,
             anonymisers: &Default::default(),
+            row_handlers: false,
         },
     )
     .await

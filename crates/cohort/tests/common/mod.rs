@@ -8,6 +8,57 @@ pub use cohort_testdb::TestDb;
 
 use cohort::schema::{SchemaName, ddl};
 
+/// Grants the database's engine role (`COHORT_TEST_ROLE=least`, see
+/// `cohort-testdb`) exactly what `CohortBuilder::grants` generates for
+/// `builder`'s model; nothing when the engine runs as the administrative user,
+/// or when the model is invalid (build then reports it).
+pub async fn grant_engine(db: &TestDb, builder: &cohort::CohortBuilder) {
+    let Some(role) = db.engine_role() else { return };
+    let roles = cohort::schema::RoleNames::new(role).expect("role name");
+    if let Ok(grants) = builder.grants(&roles) {
+        db.exec(&grants.sql()).await;
+    }
+}
+
+/// Builds `builder` (made on [`TestDb::engine_pool`]) after
+/// [`grant_engine`]: the handle runs as the least-privileged role in that mode.
+pub async fn build_engine(
+    db: &TestDb,
+    builder: cohort::CohortBuilder,
+) -> Result<cohort::Cohort, cohort::Error> {
+    grant_engine(db, &builder).await;
+    builder.build().await
+}
+
+/// Grants the engine role (when there is one) a host's own privileges, for a
+/// test whose host work (in the caller's transaction, in a deletion
+/// callback) runs on the engine's connection: `what` is the part of a
+/// `GRANT` between `GRANT` and `TO`, e.g. `INSERT ON public.host_audit`.
+pub async fn grant_host(db: &TestDb, what: &str) {
+    if let Some(role) = db.engine_role() {
+        db.exec(&format!("GRANT {what} TO \"{role}\"")).await;
+    }
+}
+
+/// `builder.build_engine(&db)`: [`build_engine`] as a method, so a test's
+/// builder chain changes in two places only (`db.engine_pool()` and this).
+pub trait BuildEngine {
+    /// See [`build_engine`].
+    fn build_engine(
+        self,
+        db: &TestDb,
+    ) -> impl std::future::Future<Output = Result<cohort::Cohort, cohort::Error>>;
+}
+
+impl BuildEngine for cohort::CohortBuilder {
+    fn build_engine(
+        self,
+        db: &TestDb,
+    ) -> impl std::future::Future<Output = Result<cohort::Cohort, cohort::Error>> {
+        build_engine(db, self)
+    }
+}
+
 /// A fresh database with Cohort's tables installed in `schema`.
 pub async fn db_with_cohort(schema: &str) -> (TestDb, SchemaName) {
     let db = TestDb::new().await;
