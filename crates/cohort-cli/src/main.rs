@@ -9,6 +9,7 @@ mod error;
 mod model;
 mod output;
 mod progress;
+mod sample;
 mod settings;
 
 use std::process::ExitCode;

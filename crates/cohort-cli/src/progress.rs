@@ -37,13 +37,14 @@ struct State {
     multi: Option<MultiProgress>,
     names: HashMap<Uuid, String>,
     entities: HashMap<Uuid, Entity>,
-    verb: &'static str,
+    /// When the previous table finished (or the run started): the next
+    /// table's clock starts there, so its first rate is meaningful.
+    mark: Instant,
 }
 
 impl Progress {
-    /// A display for a run over the tables named in `names` (id → name);
-    /// `verb` says what a row undergoes (`"swept"`, `"erased"`).
-    pub(crate) fn new(names: HashMap<Uuid, String>, verb: &'static str) -> Progress {
+    /// A display for runs over the tables named in `names` (id → name).
+    pub(crate) fn new(names: HashMap<Uuid, String>) -> Progress {
         let multi = std::io::stderr()
             .is_terminal()
             .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
@@ -52,7 +53,7 @@ impl Progress {
                 multi,
                 names,
                 entities: HashMap::new(),
-                verb,
+                mark: Instant::now(),
             })),
         }
     }
@@ -91,6 +92,8 @@ impl Progress {
             AuditEvent::Started {
                 run_id, dry_run, ..
             } => {
+                s.mark = Instant::now();
+                s.entities.clear();
                 let dry = if *dry_run { " (dry run: nothing changes)" } else { "" };
                 log(s, &format!("run {run_id} started{dry}"));
             }
@@ -105,7 +108,7 @@ impl Progress {
                     .cloned()
                     .unwrap_or_else(|| entity_id.to_string());
                 let multi = s.multi.clone();
-                let verb = s.verb;
+                let mark = s.mark;
                 let e = s.entities.entry(*entity_id).or_insert_with(|| Entity {
                     bar: multi.map(|m| {
                         let bar = m.add(ProgressBar::new_spinner());
@@ -116,12 +119,12 @@ impl Progress {
                             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                         );
                         bar.set_prefix(name.clone());
-                        bar.set_message(verb);
+                        bar.set_message("changed");
                         bar.enable_steady_tick(Duration::from_millis(120));
                         bar
                     }),
                     name,
-                    started: Instant::now(),
+                    started: mark,
                     last_log: None,
                     total: 0,
                 });
@@ -131,7 +134,7 @@ impl Progress {
                 } else if e.last_log.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
                     e.last_log = Some(Instant::now());
                     let rate = rate(e.total, e.started.elapsed());
-                    eprintln!("progress: {}: {} rows {verb} ({rate} rows/s)", e.name, e.total);
+                    eprintln!("progress: {}: {} rows changed ({rate} rows/s)", e.name, e.total);
                 }
             }
             AuditEvent::EntitySummary { summary, .. } => {
@@ -140,22 +143,21 @@ impl Progress {
                     .get(&summary.entity_id)
                     .cloned()
                     .unwrap_or_else(|| summary.entity_type.to_owned());
-                let elapsed = s.entities.get(&summary.entity_id).map(|e| e.started.elapsed());
+                let elapsed = s.mark.elapsed();
+                s.mark = Instant::now();
                 if let Some(bar) = s.entities.get_mut(&summary.entity_id).and_then(|e| e.bar.take()) {
                     bar.finish_and_clear();
                 }
                 let strategy = summary
                     .strategy
                     .map_or("no rule", crate::model::strategy_name);
-                let rate = elapsed
-                    .map(|d| format!(", {} rows/s", rate(summary.affected, d)))
-                    .unwrap_or_default();
+                let rate = rate(summary.affected, elapsed);
                 let failed = if summary.error.is_some() { ", FAILED" } else { "" };
                 log(
                     s,
                     &format!(
-                        "done: {name}: {} rows {} ({strategy}), {} held, {} skipped{rate}{failed}",
-                        summary.affected, s.verb, summary.held, summary.skipped
+                        "done: {name}: {} rows changed ({strategy}), {} held, {} skipped, {rate} rows/s{failed}",
+                        summary.affected, summary.held, summary.skipped
                     ),
                 );
             }

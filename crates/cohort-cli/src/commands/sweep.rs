@@ -310,9 +310,9 @@ fn outcome(r: &RunResult) -> CliResult {
     }
 }
 
-async fn prepared(ctx: &Ctx, model: &Model, verb: &'static str) -> CliResult<(Cohort, Progress)> {
+async fn prepared(ctx: &Ctx, model: &Model) -> CliResult<(Cohort, Progress)> {
     let pool = ctx.pool().await?;
-    let progress = Progress::new(names(model), verb);
+    let progress = Progress::new(names(model));
     let cohort = ctx.cohort(&pool, model, Some(progress.clone())).await?;
     let settled = cohort.settle_abandoned_runs().await?;
     if settled > 0 {
@@ -326,7 +326,7 @@ async fn prepared(ctx: &Ctx, model: &Model, verb: &'static str) -> CliResult<(Co
 /// `sweep`.
 pub(crate) async fn sweep(ctx: &Ctx, args: &SweepArgs) -> CliResult {
     let model = ctx.model()?;
-    let (cohort, progress) = prepared(ctx, &model, "swept").await?;
+    let (cohort, progress) = prepared(ctx, &model).await?;
     let (scope, now) = scope(&args.scope);
     let token = cancel_on_ctrl_c(progress.clone())?;
     let mut options = SweepOptions::default().cancel_on(token);
@@ -348,7 +348,7 @@ pub(crate) async fn sweep(ctx: &Ctx, args: &SweepArgs) -> CliResult {
 /// `erase`.
 pub(crate) async fn erase(ctx: &Ctx, args: &EraseArgs) -> CliResult {
     let model = ctx.model()?;
-    let (cohort, progress) = prepared(ctx, &model, "erased").await?;
+    let (cohort, progress) = prepared(ctx, &model).await?;
     let (scope, now) = scope(&args.scope);
     let token = cancel_on_ctrl_c(progress.clone())?;
     let mut request = ErasureRequest::new(args.subject.as_str()).cancel_on(token);
