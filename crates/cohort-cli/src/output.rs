@@ -35,9 +35,10 @@ pub(crate) fn json<T: Serialize>(value: &T) -> CliResult {
     line(text)
 }
 
-/// A time as RFC 3339 in UTC, to the microsecond when it has them.
+/// A time as RFC 3339 in UTC, always to the microsecond (PostgreSQL's
+/// precision; a fixed width keeps tables steady).
 pub(crate) fn time(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
 /// An optional time, `-` when absent.

@@ -146,18 +146,9 @@ fn stringish_path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> 
     stringish(d).map(PathBuf::from)
 }
 
-/// Where the settings came from, for `--config` and messages.
-#[derive(Debug, Clone)]
-pub(crate) struct Loaded {
-    /// The settings.
-    pub(crate) settings: Settings,
-    /// The settings file read, if one was.
-    pub(crate) file: Option<PathBuf>,
-}
-
 /// Reads the settings file (the one given, else `cohort.toml` if present)
 /// and the environment.
-pub(crate) fn load(config: Option<&Path>) -> CliResult<Loaded> {
+pub(crate) fn load(config: Option<&Path>) -> CliResult<Settings> {
     let file = match config {
         Some(path) => {
             if !path.is_file() {
@@ -191,7 +182,7 @@ pub(crate) fn load(config: Option<&Path>) -> CliResult<Loaded> {
         }
         CliError::Settings(lines.join("; "))
     })?;
-    Ok(Loaded { settings, file })
+    Ok(settings)
 }
 
 /// Figment's messages may quote the offending value: never a URL's password

@@ -135,10 +135,10 @@ pub(crate) fn scope(args: &ScopeArgs) -> (Scope, DateTime<Utc>) {
 
 /// Runs the command line and returns the exit code.
 pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
-    let loaded = settings::load(cli.global.config.as_deref())?;
+    let settings = settings::load(cli.global.config.as_deref())?;
     let ctx = Ctx {
         global: cli.global,
-        settings: loaded.settings,
+        settings,
     };
     match cli.command {
         Command::Init(args) => init::run(&ctx, &args),

@@ -343,11 +343,15 @@ pub(crate) fn parse(file: &str, src: &str, options: &ParseOptions) -> Result<Mod
 
     // Rules first: entities are checked against them.
     let mut rule_spans: HashMap<String, Range<usize>> = HashMap::new();
+    // Every category with a [rules.*] table, even a broken one (its own
+    // mistakes are reported there, not again on each entity).
+    let mut declared: Vec<String> = Vec::new();
     if let Some(v) = get(&doc, "rules")
         && let Some(rules) = p.table_of(v, "rules")
     {
         for (k, v) in rules.iter() {
             let category = k.get_ref().to_string();
+            declared.push(category.clone());
             let path = format!("rules.{}", key_segment(&category));
             if category.trim().is_empty() {
                 p.error(&k.span(), &path, "a category name must not be empty");
@@ -371,7 +375,7 @@ pub(crate) fn parse(file: &str, src: &str, options: &ParseOptions) -> Result<Mod
     if let Some(v) = get(&doc, "entity") {
         for (i, t, span) in p.tables_of(v, "entity") {
             let path = format!("entity[{i}]");
-            if let Some(e) = entity(&mut p, t, &span, &path, options, &model) {
+            if let Some(e) = entity(&mut p, t, &span, &path, options, &declared) {
                 let label = format!("{path} (line {})", p.position(span.start).0);
                 let id_span = get(t, "id").map_or(span.clone(), |v| v.span());
                 if let Some(first) = ids.insert(e.id, label.clone()) {
@@ -639,7 +643,7 @@ fn entity(
     span: &Range<usize>,
     path: &str,
     options: &ParseOptions,
-    model: &Model,
+    declared: &[String],
 ) -> Option<Entity> {
     p.known_keys(t, path, ENTITY_KEYS);
     let table = p.req_string(t, span, path, "table", "the table's name (table = \"users\")");
@@ -658,9 +662,9 @@ fn entity(
     let anonymised_at = p.opt_string(t, path, "anonymised_at");
 
     if let Some(c) = &category
-        && model.rules_of(&c.value).is_none()
+        && !declared.contains(&c.value)
     {
-        let known: Vec<&str> = model.rules.iter().map(|r| r.category.as_str()).collect();
+        let known: Vec<&str> = declared.iter().map(String::as_str).collect();
         p.error(
             &c.span,
             &join(path, "category"),
