@@ -6,14 +6,17 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, PgPool};
 
 use crate::error::{CliError, CliResult};
 
 /// The longest identifier PostgreSQL keeps (longer ones are silently
 /// truncated, which would name another table: refused instead).
 const MAX_IDENT_BYTES: usize = 63;
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a name cannot be an identifier.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,9 +104,22 @@ pub(crate) async fn connect(url: &str) -> CliResult<PgPool> {
         url: redact_url(url),
         source: e,
     })?;
+    // One connection first: an unreachable server or a refused login fails
+    // at once, instead of after the pool's acquire timeout.
+    let probe = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
+        .await
+        .map_err(|_| CliError::Connect {
+            url: redact_url(url),
+            source: sqlx::Error::PoolTimedOut,
+        })?
+        .map_err(|e| CliError::Connect {
+            url: redact_url(url),
+            source: e,
+        })?;
+    let _ = probe.close().await;
     PgPoolOptions::new()
         .max_connections(4)
-        .acquire_timeout(Duration::from_secs(30))
+        .acquire_timeout(CONNECT_TIMEOUT)
         .connect_with(options)
         .await
         .map_err(|e| CliError::Connect {

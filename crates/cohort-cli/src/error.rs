@@ -109,6 +109,9 @@ pub(crate) enum CliError {
 /// Cohort's error, with its reports spelled out one problem per line.
 fn cohort_message(e: &cohort::Error) -> String {
     match e {
+        cohort::Error::Validation(report) if !report.readiness.is_empty() => format!(
+            "the model does not fit the database: {report}fix: run `cohort schema migrate` (or apply `cohort schema sql` with your migration tool)"
+        ),
         cohort::Error::Validation(report) => {
             format!("the model does not fit the database: {report}")
         }

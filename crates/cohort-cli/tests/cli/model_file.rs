@@ -105,7 +105,7 @@ category = "orders"
 anchor = "shipping_address"
 
 [entity.anonymise]
-shipping_address = "null"
+user_id = "null"
 
 [rules.accounts]
 strategy = "purge"
@@ -130,8 +130,9 @@ period = "1y"
     };
     assert!(has("public.users", Some("last_login_at"), "missing") || has("public.users", Some("last_login_at"), "does not exist"), "{v:#}");
     assert!(has("public.users", Some("user_ref"), ""), "{v:#}");
-    assert!(has("public.orders", Some("shipping_address"), "timestamptz"), "{v:#}");
+    assert!(has("public.orders", Some("shipping_address"), "timestamp with time zone"), "{v:#}");
     assert!(has("public.orders", None, "anonymised-at"), "{v:#}");
+    assert!(has("public.orders", Some("user_id"), "NULL"), "{v:#}");
     // The same, for people: one table, every problem at once.
     let out = p.cohort(&["validate"]);
     assert_code(&out, 3);
@@ -148,13 +149,13 @@ async fn overrides_conventions_and_built_in_anonymisers_work_like_the_derive() {
     let tenant = "2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21";
     p.db.exec(&format!(
         "INSERT INTO users (id, tenant_id, email, full_name, phone, last_seen_at) VALUES \
-         ('a11ce000-0000-4000-8000-000000000001', '{tenant}', 'alice@example.org', 'Alice', '+44 1234', '2029-06-01T00:00:00Z'), \
+         ('a11ce000-0000-4000-8000-000000000001', '{tenant}', 'alice@example.org', 'Alice', '+44 1234', '2028-06-01T00:00:00Z'), \
          ('b0b00000-0000-4000-8000-000000000002', '{tenant}', 'bob@example.org', 'Bob', '+44 5678', '2026-06-01T00:00:00Z')"
     ))
     .await;
     let now = "2030-01-01T00:00:00Z";
     // Base rule: 2 years, so only bob (2026) is eligible; the DE override
-    // (1 year) makes alice (2029-06) eligible too.
+    // (1 year) makes alice (2028-06) eligible too.
     let base = json(&p.cohort(&["preview", "--tenant", tenant, "--now", now, "--json"]));
     let users = |v: &serde_json::Value| {
         v["entries"]

@@ -28,12 +28,6 @@ async fn the_environment_wins_over_the_file() {
     let mut c = command_in(&p.dir, None, &["schema", "sql"]);
     c.env("COHORT_KEEP_TEST_DB", "1");
     assert_success(&run(c));
-
-    // Values the library refuses are reported as settings problems.
-    let mut c = command_in(&p.dir, Some(&p.db.url()), &["schema", "check"]);
-    c.env("COHORT_BATCH_SIZE", "0");
-    let out = run(c);
-    assert_success(&out); // schema check needs no options
 }
 
 // contract: K8
