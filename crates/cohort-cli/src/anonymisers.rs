@@ -65,13 +65,19 @@ mod tests {
     #[test]
     fn masks_keep_only_the_ends() {
         let m = Mask::default();
-        assert_eq!(mask(&m, Some("ann@example.org")).as_deref(), Some("a*************g"));
+        assert_eq!(
+            mask(&m, Some("ann@example.org")).as_deref(),
+            Some("a*************g")
+        );
         let card = Mask {
             keep_first: 0,
             keep_last: 4,
             with: '#',
         };
-        assert_eq!(mask(&card, Some("4111111111111111")).as_deref(), Some("############1111"));
+        assert_eq!(
+            mask(&card, Some("4111111111111111")).as_deref(),
+            Some("############1111")
+        );
         // Too short to keep anything: all masked, same length.
         assert_eq!(mask(&card, Some("1234")).as_deref(), Some("####"));
         assert_eq!(mask(&m, Some("ü")).as_deref(), Some("*"));

@@ -155,7 +155,12 @@ pub(crate) enum SchemaCommand {
 #[derive(Debug, Args)]
 pub(crate) struct ScopeArgs {
     /// The tenant (its id in the tables' tenant columns).
-    #[arg(long, value_name = "UUID", required_unless_present = "tenantless", conflicts_with = "tenantless")]
+    #[arg(
+        long,
+        value_name = "UUID",
+        required_unless_present = "tenantless",
+        conflicts_with = "tenantless"
+    )]
     pub(crate) tenant: Option<Uuid>,
     /// The tables marked tenantless instead of a tenant's rows.
     #[arg(long)]

@@ -50,8 +50,8 @@ pub(crate) fn quote_ident(name: &str) -> Result<String, IdentError> {
 
 /// `"schema"."table"`, both quoted.
 pub(crate) fn qualified(schema: &str, table: &str) -> CliResult<String> {
-    let s = quote_ident(schema)
-        .map_err(|e| CliError::Usage(format!("schema name {schema:?}: {e}")))?;
+    let s =
+        quote_ident(schema).map_err(|e| CliError::Usage(format!("schema name {schema:?}: {e}")))?;
     let t =
         quote_ident(table).map_err(|e| CliError::Usage(format!("table name {table:?}: {e}")))?;
     Ok(format!("{s}.{t}"))

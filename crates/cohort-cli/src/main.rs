@@ -25,7 +25,8 @@ fn main() -> ExitCode {
         1 => "info",
         _ => "debug",
     };
-    let filter = EnvFilter::try_from_env("COHORT_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    let filter =
+        EnvFilter::try_from_env("COHORT_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -24,7 +24,11 @@ pub(crate) fn line(text: impl AsRef<str>) -> CliResult {
     match writeln!(out, "{}", text.as_ref()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::io("cannot write to", std::path::Path::new("stdout"), e)),
+        Err(e) => Err(CliError::io(
+            "cannot write to",
+            std::path::Path::new("stdout"),
+            e,
+        )),
     }
 }
 

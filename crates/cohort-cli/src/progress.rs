@@ -10,9 +10,9 @@ use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cohort::BoxFuture;
 use cohort::ledger::{AuditEvent, AuditObserver};
 use cohort::policy::ProviderError;
-use cohort::BoxFuture;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use uuid::Uuid;
 
@@ -94,7 +94,11 @@ impl Progress {
             } => {
                 s.mark = Instant::now();
                 s.entities.clear();
-                let dry = if *dry_run { " (dry run: nothing changes)" } else { "" };
+                let dry = if *dry_run {
+                    " (dry run: nothing changes)"
+                } else {
+                    ""
+                };
                 log(s, &format!("run {run_id} started{dry}"));
             }
             AuditEvent::EntityProgress {
@@ -134,7 +138,10 @@ impl Progress {
                 } else if e.last_log.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
                     e.last_log = Some(Instant::now());
                     let rate = rate(e.total, e.started.elapsed());
-                    eprintln!("progress: {}: {} rows changed ({rate} rows/s)", e.name, e.total);
+                    eprintln!(
+                        "progress: {}: {} rows changed ({rate} rows/s)",
+                        e.name, e.total
+                    );
                 }
             }
             AuditEvent::EntitySummary { summary, .. } => {
@@ -145,14 +152,22 @@ impl Progress {
                     .unwrap_or_else(|| summary.entity_type.to_owned());
                 let elapsed = s.mark.elapsed();
                 s.mark = Instant::now();
-                if let Some(bar) = s.entities.get_mut(&summary.entity_id).and_then(|e| e.bar.take()) {
+                if let Some(bar) = s
+                    .entities
+                    .get_mut(&summary.entity_id)
+                    .and_then(|e| e.bar.take())
+                {
                     bar.finish_and_clear();
                 }
                 let strategy = summary
                     .strategy
-                    .map_or("no rule", crate::model::strategy_name);
+                    .map_or("no rule", |s| s.as_str());
                 let rate = rate(summary.affected, elapsed);
-                let failed = if summary.error.is_some() { ", FAILED" } else { "" };
+                let failed = if summary.error.is_some() {
+                    ", FAILED"
+                } else {
+                    ""
+                };
                 log(
                     s,
                     &format!(

@@ -142,6 +142,9 @@ mod tests {
     fn the_settings_template_is_valid_toml() {
         let text = SETTINGS.replace("{hash_key}", "k");
         let v: toml::Table = toml::from_str(&text).expect("valid TOML");
-        assert_eq!(v.get("model").and_then(|m| m.as_str()), Some("cohort-model.toml"));
+        assert_eq!(
+            v.get("model").and_then(|m| m.as_str()),
+            Some("cohort-model.toml")
+        );
     }
 }

@@ -213,19 +213,25 @@ impl Settings {
     /// The library's options from these settings; the library validates
     /// their ranges when the handle is built.
     pub(crate) fn options(&self) -> CliResult<cohort::Options> {
-        let mut o = cohort::Options::default();
-        o.schema = self.schema.clone();
-        o.default_table_schema = self.default_table_schema.clone();
-        o.batch_size = self.batch_size;
-        o.lock_wait = seconds("lock_wait", self.lock_wait)?;
-        o.fence_wait = seconds("fence_wait", self.fence_wait)?;
-        o.observer_timeout = seconds("observer_timeout", self.observer_timeout)?;
-        o.settle_timeout = seconds("settle_timeout", self.settle_timeout)?;
-        o.inactive_hold_retention = self
-            .inactive_hold_retention
-            .map(|s| seconds("inactive_hold_retention", s))
-            .transpose()?;
-        o.conventions = self.conventions.clone();
+        // Built from the defaults so options the library adds later keep
+        // their default values (today every field is set: `allow`, not
+        // `expect`, so a new field does not turn this into a warning).
+        #[allow(clippy::needless_update)]
+        let o = cohort::Options {
+            schema: self.schema.clone(),
+            default_table_schema: self.default_table_schema.clone(),
+            batch_size: self.batch_size,
+            lock_wait: seconds("lock_wait", self.lock_wait)?,
+            fence_wait: seconds("fence_wait", self.fence_wait)?,
+            observer_timeout: seconds("observer_timeout", self.observer_timeout)?,
+            settle_timeout: seconds("settle_timeout", self.settle_timeout)?,
+            inactive_hold_retention: self
+                .inactive_hold_retention
+                .map(|s| seconds("inactive_hold_retention", s))
+                .transpose()?,
+            conventions: self.conventions.clone(),
+            ..cohort::Options::default()
+        };
         let problems = o.validate();
         if !problems.is_empty() {
             let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();

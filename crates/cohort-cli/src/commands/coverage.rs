@@ -11,7 +11,7 @@ use sqlx::{PgPool, Row};
 use super::Ctx;
 use crate::cli::CoverageArgs;
 use crate::error::{CliError, CliResult};
-use crate::model::{Model, strategy_name};
+use crate::model::Model;
 use crate::output;
 
 /// `coverage --json`.
@@ -201,7 +201,10 @@ pub(crate) fn name_hint(column: &str) -> Option<&'static str> {
         }
     }
     for pair in w.windows(2) {
-        if let Some((_, _, hint)) = PAIR_HINTS.iter().find(|(a, b, _)| pair[0] == *a && pair[1] == *b) {
+        if let Some((_, _, hint)) = PAIR_HINTS
+            .iter()
+            .find(|(a, b, _)| pair[0] == *a && pair[1] == *b)
+        {
             return Some(hint);
         }
     }
@@ -286,7 +289,10 @@ async fn tables(pool: &PgPool) -> CliResult<Vec<DbTable>> {
     .fetch_all(pool)
     .await?;
     for r in &cols {
-        let key = (r.try_get::<String, _>("schema")?, r.try_get::<String, _>("name")?);
+        let key = (
+            r.try_get::<String, _>("schema")?,
+            r.try_get::<String, _>("name")?,
+        );
         if let Some(&i) = index.get(&key) {
             out[i]
                 .columns
@@ -328,7 +334,7 @@ pub(crate) async fn coverage(
             row.category = Some(e.category.clone());
             row.strategy = model
                 .rules_of(&e.category)
-                .map(|r| strategy_name(r.base.strategy));
+                .map(|r| r.base.strategy.as_str());
         } else if let Some(x) = model.exempt.iter().find(|x| same(&x.schema, &x.table)) {
             row.class = "exempt";
             row.entity = Some(x.name.clone());
@@ -412,7 +418,11 @@ pub(crate) fn print(c: &CoverageJson) -> CliResult {
                 format!("PERSONAL DATA? {}", hints.join(", "))
             }
         };
-        t.add_row(vec![format!("{}.{}", r.schema, r.table), r.class.to_owned(), details]);
+        t.add_row(vec![
+            format!("{}.{}", r.schema, r.table),
+            r.class.to_owned(),
+            details,
+        ]);
     }
     output::line(t.to_string())?;
     for m in &c.missing {
@@ -482,7 +492,15 @@ mod tests {
         ] {
             assert_eq!(name_hint(col), Some(hint), "{col}");
         }
-        for col in ["id", "created_at", "product_name", "total_cents", "zipper", "shipped", "description"] {
+        for col in [
+            "id",
+            "created_at",
+            "product_name",
+            "total_cents",
+            "zipper",
+            "shipped",
+            "description",
+        ] {
             assert_eq!(name_hint(col), None, "{col}");
         }
     }

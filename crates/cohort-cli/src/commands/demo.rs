@@ -109,7 +109,11 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
     let db = TestDb::try_new()
         .await
         .map_err(|e| CliError::Settings(format!("cannot create the demo database: {e}")))?;
-    say(&format!("server: {}; database: {}", server.origin, db.name()))?;
+    say(&format!(
+        "server: {}; database: {}",
+        server.origin,
+        db.name()
+    ))?;
     let pool = db.pool().clone();
 
     let settings = Settings {
@@ -137,17 +141,27 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
     for (v, name) in super::schema::migrate(&pool, &schema).await? {
         say(&format!("applied migration {v} ({name})"))?;
     }
-    say("Cohort never creates or changes tables by itself: only `schema migrate` does, when asked.")?;
+    say(
+        "Cohort never creates or changes tables by itself: only `schema migrate` does, when asked.",
+    )?;
 
-    step(3, "The sample application: users, orders, sessions, audit notes, countries")?;
+    step(
+        3,
+        "The sample application: users, orders, sessions, audit notes, countries",
+    )?;
     load(&pool).await?;
     say(&format!(
         "tenant A {TENANT_A}: 5 users (alice and carol last seen 3 years ago, dave 90 days ago, bob 10 days ago, eve never), \
          6 orders, 200 sessions (one a day), 14 audit notes (one every 5 weeks)"
     ))?;
-    say(&format!("tenant B {TENANT_B}: 1 user, 1 order and 50 sessions, all old; nothing below touches them"))?;
+    say(&format!(
+        "tenant B {TENANT_B}: 1 user, 1 order and 50 sessions, all old; nothing below touches them"
+    ))?;
 
-    step(4, "The model (`cohort init` writes this same file) and `cohort validate`")?;
+    step(
+        4,
+        "The model (`cohort init` writes this same file) and `cohort validate`",
+    )?;
     let model: Model = crate::model::parse(
         "cohort-model.toml",
         sample::MODEL,
@@ -171,16 +185,25 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
     }
     let progress = Progress::new(super::names(&model));
     let cohort = demo.cohort(&pool, &model, Some(progress.clone())).await?;
-    say("valid: every table, column and type fits the live catalog, and Cohort's tables are ready.")?;
+    say(
+        "valid: every table, column and type fits the live catalog, and Cohort's tables are ready.",
+    )?;
 
     let now = Utc::now();
     let scope = Scope::Tenant(TenantContext::new(TENANT_A));
 
-    step(5, &format!("`cohort preview --tenant {TENANT_A}`: what a sweep would do"))?;
+    step(
+        5,
+        &format!("`cohort preview --tenant {TENANT_A}`: what a sweep would do"),
+    )?;
     let p = cohort.preview(&scope, now).await?;
     sweep::print_preview(&sweep::preview_json(&p, &scope, &model))?;
-    say("users: alice and carol are past 2 years; eve has no last_seen_at (kept, counted as null anchor).")?;
-    say("orders: two orders are older than 7 years. sessions: everything older than 30 days. audit notes: older than a year.")?;
+    say(
+        "users: alice and carol are past 2 years; eve has no last_seen_at (kept, counted as null anchor).",
+    )?;
+    say(
+        "orders: two orders are older than 7 years. sessions: everything older than 30 days. audit notes: older than a year.",
+    )?;
 
     step(6, "`cohort holds add`: a legal hold on carol's account")?;
     let users = model
@@ -192,8 +215,14 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
         .holds()
         .create(
             &mut conn,
-            HoldRequest::new(users, CAROL.to_string(), Some(TENANT_A), "Litigation hold - case #12345", now)
-                .expires_at(now + Duration::days(365)),
+            HoldRequest::new(
+                users,
+                CAROL.to_string(),
+                Some(TENANT_A),
+                "Litigation hold - case #12345",
+                now,
+            )
+            .expires_at(now + Duration::days(365)),
         )
         .await?;
     drop(conn);
@@ -206,7 +235,9 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
     say("users now shows 1 eligible and 1 held.")?;
 
     step(7, &format!("`cohort sweep --tenant {TENANT_A}`"))?;
-    let r = cohort.sweep_with(&scope, now, SweepOptions::default()).await?;
+    let r = cohort
+        .sweep_with(&scope, now, SweepOptions::default())
+        .await?;
     progress.finish();
     sweep::print_run(&sweep::run_json(&r, &model))?;
     let alice: (Option<String>, String, Option<String>) =
@@ -220,18 +251,26 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
         alice.1,
         alice.2.as_deref().unwrap_or("NULL")
     ))?;
-    say("carol's row is untouched (held); the sessions and orders past their periods are gone; old notes are soft-deleted.")?;
+    say(
+        "carol's row is untouched (held); the sessions and orders past their periods are gone; old notes are soft-deleted.",
+    )?;
 
-    step(8, &format!("`cohort erase --tenant {TENANT_A} --subject {DAVE}`: dave asks to be forgotten"))?;
-    let r = cohort
-        .erase(&scope, now, ErasureRequest::new(DAVE))
-        .await?;
+    step(
+        8,
+        &format!("`cohort erase --tenant {TENANT_A} --subject {DAVE}`: dave asks to be forgotten"),
+    )?;
+    let r = cohort.erase(&scope, now, ErasureRequest::new(DAVE)).await?;
     progress.finish();
     sweep::print_run(&sweep::run_json(&r, &model))?;
     say("dave's user row is anonymised and his sessions purged at once, whatever their age.")?;
-    say("his two orders stay: orders keep a 7-year legal minimum (tax law), which erasure respects; the ledger records it (period P7Y, cutoff).")?;
+    say(
+        "his two orders stay: orders keep a 7-year legal minimum (tax law), which erasure respects; the ledger records it (period P7Y, cutoff).",
+    )?;
 
-    step(9, "`cohort runs show <run>` and `cohort runs list`: the audit ledger")?;
+    step(
+        9,
+        "`cohort runs show <run>` and `cohort runs list`: the audit ledger",
+    )?;
     let shown = super::runs::show(
         &pool,
         &schema,
@@ -257,8 +296,18 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
     super::runs::print_list(&runs)?;
 
     step(10, "Tenant B was never touched")?;
-    let b_sessions = count(&pool, "SELECT count(*) FROM sessions WHERE tenant_id = $1", TENANT_B).await?;
-    let b_orders = count(&pool, "SELECT count(*) FROM orders WHERE tenant_id = $1", TENANT_B).await?;
+    let b_sessions = count(
+        &pool,
+        "SELECT count(*) FROM sessions WHERE tenant_id = $1",
+        TENANT_B,
+    )
+    .await?;
+    let b_orders = count(
+        &pool,
+        "SELECT count(*) FROM orders WHERE tenant_id = $1",
+        TENANT_B,
+    )
+    .await?;
     say(&format!(
         "tenant B still has {b_sessions} sessions and {b_orders} order: every statement carries the tenant predicate."
     ))?;
@@ -271,7 +320,9 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
         ))?;
         std::mem::forget(db);
     } else {
-        say("\nThe demo database is dropped now. Next: `cohort init` in your project, then `cohort validate`.")?;
+        say(
+            "\nThe demo database is dropped now. Next: `cohort init` in your project, then `cohort validate`.",
+        )?;
         drop(pool);
         drop(db);
     }

@@ -61,7 +61,8 @@ pub(crate) fn print_holds(holds: &[HoldJson]) -> CliResult {
             h.hold_id.to_string(),
             h.entity.clone(),
             h.record_id.clone(),
-            h.tenant_id.map_or_else(|| "-".to_owned(), |t| t.to_string()),
+            h.tenant_id
+                .map_or_else(|| "-".to_owned(), |t| t.to_string()),
             h.reason.clone(),
             h.created_at.clone(),
             opt(h.expires_at.as_deref()),
@@ -120,7 +121,10 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &HoldsCommand) -> CliResult {
                 filter = filter.tenant(t);
             }
             let as_of = a.as_of.map_or_else(Utc::now, |t| t.with_timezone(&Utc));
-            let holds = cohort.holds().list_active(&mut conn, as_of, &filter).await?;
+            let holds = cohort
+                .holds()
+                .list_active(&mut conn, as_of, &filter)
+                .await?;
             let json: Vec<HoldJson> = holds.iter().map(|h| hold_json(h, &model)).collect();
             if ctx.json() {
                 output::json(&json)
@@ -163,7 +167,9 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &HoldsCommand) -> CliResult {
                      (set it in cohort.toml or COHORT_INACTIVE_HOLD_RETENTION, in seconds)",
                 )
             } else {
-                output::line(format!("pruned {pruned} hold(s) inactive for longer than the retention"))
+                output::line(format!(
+                    "pruned {pruned} hold(s) inactive for longer than the retention"
+                ))
             }
         }
     }

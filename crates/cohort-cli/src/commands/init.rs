@@ -41,17 +41,11 @@ pub(crate) fn run(ctx: &Ctx, args: &InitArgs) -> CliResult {
         }
     }
     // A fresh random key for the `hash` anonymiser (256 bits).
-    let key = format!(
-        "{}{}",
-        Uuid::new_v4().simple(),
-        Uuid::new_v4().simple()
+    let key = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+    let settings = sample::SETTINGS.replace("{hash_key}", &key).replace(
+        "model = \"cohort-model.toml\"",
+        &format!("model = {:?}", model_path.display().to_string()),
     );
-    let settings = sample::SETTINGS
-        .replace("{hash_key}", &key)
-        .replace(
-            "model = \"cohort-model.toml\"",
-            &format!("model = {:?}", model_path.display().to_string()),
-        );
     write(&settings_path, &settings, args.force)?;
     write(&model_path, sample::MODEL, args.force)?;
     output::line(format!("wrote {}", settings_path.display()))?;

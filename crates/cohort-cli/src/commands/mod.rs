@@ -64,7 +64,11 @@ impl Ctx {
             default_table_schema: self.settings.default_table_schema.clone(),
             hash_key_set: self.settings.hash_key.is_some(),
         };
-        Ok(crate::model::parse(&path.display().to_string(), &text, &options))
+        Ok(crate::model::parse(
+            &path.display().to_string(),
+            &text,
+            &options,
+        ))
     }
 
     /// The model, or an error listing every mistake in it. Warnings go to
@@ -118,9 +122,7 @@ pub(crate) fn names(model: &Model) -> HashMap<Uuid, String> {
 
 /// The scope and the logical time a command runs at.
 pub(crate) fn scope(args: &ScopeArgs) -> (Scope, DateTime<Utc>) {
-    let now = args
-        .now
-        .map_or_else(Utc::now, |t| t.with_timezone(&Utc));
+    let now = args.now.map_or_else(Utc::now, |t| t.with_timezone(&Utc));
     let scope = match args.tenant {
         Some(id) if !args.tenantless => {
             let mut t = TenantContext::new(id);

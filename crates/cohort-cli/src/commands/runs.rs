@@ -15,7 +15,13 @@ use crate::db::qualified;
 use crate::error::{CliError, CliResult};
 use crate::output::{self, opt, time};
 
-const STATUSES: &[&str] = &["Started", "Succeeded", "PartiallyFailed", "Failed", "Cancelled"];
+const STATUSES: &[&str] = &[
+    "Started",
+    "Succeeded",
+    "PartiallyFailed",
+    "Failed",
+    "Cancelled",
+];
 const KINDS: &[&str] = &["Sweep", "Erasure"];
 
 /// A run as JSON (`runs list`, `runs show`).
@@ -175,13 +181,20 @@ fn one_of(value: Option<&String>, allowed: &[&str], what: &str) -> CliResult<Opt
             .find(|a| a.eq_ignore_ascii_case(v))
             .map(|a| Some((*a).to_owned()))
             .ok_or_else(|| {
-                CliError::Usage(format!("unknown {what} {v:?}; use one of: {}", allowed.join(", ")))
+                CliError::Usage(format!(
+                    "unknown {what} {v:?}; use one of: {}",
+                    allowed.join(", ")
+                ))
             }),
     }
 }
 
 /// The latest runs, newest first.
-pub(crate) async fn list(pool: &PgPool, schema: &SchemaName, a: &RunsListArgs) -> CliResult<Vec<RunRowJson>> {
+pub(crate) async fn list(
+    pool: &PgPool,
+    schema: &SchemaName,
+    a: &RunsListArgs,
+) -> CliResult<Vec<RunRowJson>> {
     let status = one_of(a.status.as_ref(), STATUSES, "status")?;
     let kind = one_of(a.kind.as_ref(), KINDS, "kind")?;
     if a.limit < 1 {
@@ -207,18 +220,34 @@ pub(crate) async fn list(pool: &PgPool, schema: &SchemaName, a: &RunsListArgs) -
 }
 
 /// One run with its summaries (and the first `rows` row details).
-pub(crate) async fn show(pool: &PgPool, schema: &SchemaName, a: &RunsShowArgs) -> CliResult<RunShowJson> {
+pub(crate) async fn show(
+    pool: &PgPool,
+    schema: &SchemaName,
+    a: &RunsShowArgs,
+) -> CliResult<RunShowJson> {
     ready(pool, schema).await?;
     let tables = Tables::of(schema)?;
     let run = if a.run.eq_ignore_ascii_case("latest") {
-        let sql = format!("{} ORDER BY r.started_at DESC, r.run_id LIMIT 1", tables.run_select());
+        let sql = format!(
+            "{} ORDER BY r.started_at DESC, r.run_id LIMIT 1",
+            tables.run_select()
+        );
         sqlx::query(AssertSqlSafe(sql)).fetch_optional(pool).await?
     } else {
         let id = Uuid::parse_str(a.run.trim()).map_err(|e| {
-            CliError::Usage(format!("{:?} is not a run id ({e}); give a run's UUID or `latest`", a.run))
+            CliError::Usage(format!(
+                "{:?} is not a run id ({e}); give a run's UUID or `latest`",
+                a.run
+            ))
         })?;
-        let sql = format!("{} WHERE r.run_id OPERATOR(pg_catalog.=) $1", tables.run_select());
-        sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(pool).await?
+        let sql = format!(
+            "{} WHERE r.run_id OPERATOR(pg_catalog.=) $1",
+            tables.run_select()
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(pool)
+            .await?
     };
     let Some(run) = run else {
         return Err(CliError::Usage(format!(
@@ -302,7 +331,8 @@ pub(crate) async fn show(pool: &PgPool, schema: &SchemaName, a: &RunsShowArgs) -
 /// Runs as a table.
 pub(crate) fn print_list(runs: &[RunRowJson]) -> CliResult {
     let mut t = output::table(&[
-        "run", "kind", "trigger", "status", "dry run", "tenant", "started", "settled", "affected", "held",
+        "run", "kind", "trigger", "status", "dry run", "tenant", "started", "settled", "affected",
+        "held",
     ]);
     for r in runs {
         t.add_row(vec![
@@ -343,8 +373,19 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
         output::line(format!("  error: {e}"))?;
     }
     let mut t = output::table(&[
-        "table", "category", "strategy", "status", "affected", "held", "skipped", "null anchor", "period",
-        "cutoff", "rule source", "rule reason", "error",
+        "table",
+        "category",
+        "strategy",
+        "status",
+        "affected",
+        "held",
+        "skipped",
+        "null anchor",
+        "period",
+        "cutoff",
+        "rule source",
+        "rule reason",
+        "error",
     ]);
     for x in &s.summaries {
         t.add_row(vec![

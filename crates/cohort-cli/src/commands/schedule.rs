@@ -20,15 +20,23 @@ fn period(p: &Period) -> String {
 fn what_happens(s: Strategy) -> &'static str {
     match s {
         Strategy::Purge => "rows are deleted",
-        Strategy::SoftDelete => "rows are marked deleted (the soft-delete flag is set) and stay in the table",
-        Strategy::Anonymise => "the personal-data columns listed below are overwritten and the row is kept",
+        Strategy::SoftDelete => {
+            "rows are marked deleted (the soft-delete flag is set) and stay in the table"
+        }
+        Strategy::Anonymise => {
+            "the personal-data columns listed below are overwritten and the row is kept"
+        }
         Strategy::Exempt => "rows are kept; each run records a zero-change summary",
         _ => "see the rule",
     }
 }
 
 fn table_name(e: &Entity, default_schema: &str) -> String {
-    format!("{}.{}", e.schema.as_deref().unwrap_or(default_schema), e.table)
+    format!(
+        "{}.{}",
+        e.schema.as_deref().unwrap_or(default_schema),
+        e.table
+    )
 }
 
 fn legal(r: &RuleSpec) -> String {
@@ -68,7 +76,11 @@ pub(crate) fn render(model: &Model, title: &str, default_schema: &str) -> String
             o,
             "| {} | {} | {} | {} | {} | {} |",
             md(&r.category),
-            if tables.is_empty() { "(none)".to_owned() } else { tables.join(", ") },
+            if tables.is_empty() {
+                "(none)".to_owned()
+            } else {
+                tables.join(", ")
+            },
             strategy_name(r.base.strategy),
             period(&r.base.period),
             legal(&r.base),
@@ -81,7 +93,10 @@ pub(crate) fn render(model: &Model, title: &str, default_schema: &str) -> String
     }
     if !model.exempt.is_empty() {
         let _ = writeln!(o, "## Exempt tables\n");
-        let _ = writeln!(o, "These tables are deliberately outside retention; each run reports them.\n");
+        let _ = writeln!(
+            o,
+            "These tables are deliberately outside retention; each run reports them.\n"
+        );
         let _ = writeln!(o, "| Table | Reason |\n|---|---|");
         for x in &model.exempt {
             let _ = writeln!(
@@ -116,16 +131,29 @@ pub(crate) fn render(model: &Model, title: &str, default_schema: &str) -> String
 fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &str) {
     let b = &r.base;
     let _ = writeln!(o, "## Category `{}`\n", md(&r.category));
-    let entities: Vec<&Entity> = model.entities.iter().filter(|e| e.category == r.category).collect();
+    let entities: Vec<&Entity> = model
+        .entities
+        .iter()
+        .filter(|e| e.category == r.category)
+        .collect();
     if entities.is_empty() {
         let _ = writeln!(o, "No table is in this category.\n");
     }
-    let _ = writeln!(o, "- **Strategy:** {}: {}.", strategy_name(b.strategy), what_happens(b.strategy));
+    let _ = writeln!(
+        o,
+        "- **Strategy:** {}: {}.",
+        strategy_name(b.strategy),
+        what_happens(b.strategy)
+    );
     let _ = writeln!(o, "- **Period:** {}.", period(&b.period));
     let _ = writeln!(o, "- **Legal minimum:** {}.", legal(b));
     if r.capabilities.len() > 1 {
         let caps: Vec<&str> = r.capabilities.iter().map(|s| strategy_name(*s)).collect();
-        let _ = writeln!(o, "- **Strategies it may resolve to:** {}.", caps.join(", "));
+        let _ = writeln!(
+            o,
+            "- **Strategies it may resolve to:** {}.",
+            caps.join(", ")
+        );
     }
     if let Some(s) = &b.source {
         let _ = writeln!(o, "- **Source:** {}.", md(s));
@@ -157,7 +185,11 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
         if ov.per_row_audit.is_some() {
             changes.push(format!(
                 "audit {}",
-                if eff.per_row_audit { "per row" } else { "summary" }
+                if eff.per_row_audit {
+                    "per row"
+                } else {
+                    "summary"
+                }
             ));
         }
         if ov.source.is_some() || ov.reason.is_some() {
@@ -167,31 +199,62 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
                 md(eff.reason.as_deref().unwrap_or("-"))
             ));
         }
-        let _ = writeln!(o, "- **Override for {}:** {}.", md(&ov.selector.to_string()), changes.join("; "));
+        let _ = writeln!(
+            o,
+            "- **Override for {}:** {}.",
+            md(&ov.selector.to_string()),
+            changes.join("; ")
+        );
     }
     o.push('\n');
     for e in entities {
-        let _ = writeln!(o, "### `{}` ({})\n", md(&table_name(e, default_schema)), md(&e.name));
-        let _ = writeln!(o, "- Aged by `{}`; rows where it is empty are kept.", md(&e.anchor));
+        let _ = writeln!(
+            o,
+            "### `{}` ({})\n",
+            md(&table_name(e, default_schema)),
+            md(&e.name)
+        );
+        let _ = writeln!(
+            o,
+            "- Aged by `{}`; rows where it is empty are kept.",
+            md(&e.anchor)
+        );
         if e.tenantless {
-            let _ = writeln!(o, "- Rows belong to no tenant (swept in the tenantless pass).");
+            let _ = writeln!(
+                o,
+                "- Rows belong to no tenant (swept in the tenantless pass)."
+            );
         }
         if r.capabilities.contains(&Strategy::Anonymise) {
             for (col, method) in &e.anonymise {
                 let _ = writeln!(o, "- `{}`: {method}.", md(col));
             }
         }
-        let _ = writeln!(o, "- Legal holds: a held row is never changed by a sweep or an erasure while its hold is active.");
+        let _ = writeln!(
+            o,
+            "- Legal holds: a held row is never changed by a sweep or an erasure while its hold is active."
+        );
         if e.erasure_subjects.is_empty() {
-            let _ = writeln!(o, "- Erasure: no subject column, so erasure requests do not touch this table.");
+            let _ = writeln!(
+                o,
+                "- Erasure: no subject column, so erasure requests do not touch this table."
+            );
         } else {
-            let cols: Vec<String> = e.erasure_subjects.iter().map(|c| format!("`{}`", md(c))).collect();
+            let cols: Vec<String> = e
+                .erasure_subjects
+                .iter()
+                .map(|c| format!("`{}`", md(c)))
+                .collect();
             let how = match b.strategy {
-                Strategy::SoftDelete => "refused unless soft-delete is accepted for the request".to_owned(),
+                Strategy::SoftDelete => {
+                    "refused unless soft-delete is accepted for the request".to_owned()
+                }
                 s => what_happens(s).to_owned(),
             };
             let wait = match &b.legal_minimum {
-                Some(min) if !min.is_zero() => format!(", once older than the legal minimum of {}", human(min)),
+                Some(min) if !min.is_zero() => {
+                    format!(", once older than the legal minimum of {}", human(min))
+                }
                 _ => ", at once".to_owned(),
             };
             let _ = writeln!(

@@ -89,7 +89,9 @@ pub(crate) fn print_readiness(j: &ReadinessJson) -> CliResult {
         output::line(format!("  warning: {w}"))?;
     }
     if !j.ready {
-        output::line("  fix: run `cohort schema migrate`, or apply `cohort schema sql` with your migration tool")?;
+        output::line(
+            "  fix: run `cohort schema migrate`, or apply `cohort schema sql` with your migration tool",
+        )?;
     }
     Ok(())
 }
@@ -102,9 +104,16 @@ async fn readiness(pool: &PgPool, schema: &SchemaName) -> CliResult<ReadinessRep
 /// Applies the migrations `schema` lacks, each in a transaction of its
 /// own, under an advisory lock so two at once apply each migration once.
 /// Returns the versions applied.
-pub(crate) async fn migrate(pool: &PgPool, schema: &SchemaName) -> CliResult<Vec<(i64, &'static str)>> {
+pub(crate) async fn migrate(
+    pool: &PgPool,
+    schema: &SchemaName,
+) -> CliResult<Vec<(i64, &'static str)>> {
     let report = readiness(pool, schema).await?;
-    let missing: Vec<i64> = report.missing_migrations.iter().map(|m| m.version).collect();
+    let missing: Vec<i64> = report
+        .missing_migrations
+        .iter()
+        .map(|m| m.version)
+        .collect();
     let mut applied = Vec::new();
     for m in schema::migrations(schema) {
         if !missing.contains(&m.version) {

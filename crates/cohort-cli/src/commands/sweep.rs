@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{Ctx, names, scope};
 use crate::cli::{EraseArgs, ScopeArgs, SweepArgs};
 use crate::error::{CliError, CliResult};
-use crate::model::{Model, strategy_name};
+use crate::model::Model;
 use crate::output::{self, opt, time};
 use crate::progress::Progress;
 
@@ -116,7 +116,10 @@ pub(crate) struct SummaryJson {
 }
 
 fn name_of(names: &HashMap<Uuid, String>, id: Uuid, fallback: &str) -> String {
-    names.get(&id).cloned().unwrap_or_else(|| fallback.to_owned())
+    names
+        .get(&id)
+        .cloned()
+        .unwrap_or_else(|| fallback.to_owned())
 }
 
 /// The preview as JSON.
@@ -132,7 +135,7 @@ pub(crate) fn preview_json(p: &Preview, scope: &Scope, model: &Model) -> Preview
                 entity: name_of(&names, e.entity_id, e.entity_type),
                 entity_id: e.entity_id,
                 category: e.category.to_owned(),
-                strategy: e.strategy.map(strategy_name),
+                strategy: e.strategy.map(|s| s.as_str()),
                 cutoff: e.cutoff.as_ref().map(time),
                 eligible: e.eligible,
                 held: e.held,
@@ -156,9 +159,19 @@ pub(crate) fn print_preview(json: &PreviewJson) -> CliResult {
     let scope = json
         .tenant_id
         .map_or_else(|| "tenantless tables".to_owned(), |t| format!("tenant {t}"));
-    output::line(format!("Preview at {} for {scope} (nothing is changed)", json.now))?;
+    output::line(format!(
+        "Preview at {} for {scope} (nothing is changed)",
+        json.now
+    ))?;
     let mut t = output::table(&[
-        "table", "category", "strategy", "cutoff", "eligible", "held", "null anchor", "failure",
+        "table",
+        "category",
+        "strategy",
+        "cutoff",
+        "eligible",
+        "held",
+        "null anchor",
+        "failure",
     ]);
     for e in &json.entries {
         t.add_row(vec![
@@ -197,7 +210,7 @@ pub(crate) fn run_json(r: &RunResult, model: &Model) -> RunJson {
                 entity_id: s.entity_id,
                 category: s.category.to_owned(),
                 tenant_id: s.tenant_id,
-                strategy: s.strategy.map(strategy_name),
+                strategy: s.strategy.map(|s| s.as_str()),
                 affected: s.affected,
                 held: s.held,
                 skipped: s.skipped,
@@ -222,14 +235,26 @@ pub(crate) fn run_json(r: &RunResult, model: &Model) -> RunJson {
 
 /// A run's result as a table.
 pub(crate) fn print_run(json: &RunJson) -> CliResult {
-    let dry = if json.dry_run { " (dry run: nothing was changed)" } else { "" };
+    let dry = if json.dry_run {
+        " (dry run: nothing was changed)"
+    } else {
+        ""
+    };
     output::line(format!(
         "{} run {} at {}: {}{dry}",
         json.kind, json.run_id, json.now, json.status
     ))?;
     let mut t = output::table(&[
-        "table", "category", "strategy", "affected", "held", "skipped", "null anchor", "period",
-        "cutoff", "error",
+        "table",
+        "category",
+        "strategy",
+        "affected",
+        "held",
+        "skipped",
+        "null anchor",
+        "period",
+        "cutoff",
+        "error",
     ]);
     for s in &json.summaries {
         t.add_row(vec![

@@ -105,7 +105,9 @@ pub(crate) async fn run(ctx: &Ctx, args: &ValidateArgs) -> CliResult {
         Ok(())
     } else {
         let n = out.model_errors.len() + out.problems.len() + out.readiness.len();
-        Err(CliError::CheckFailed(format!("validation failed: {n} problem(s)")))
+        Err(CliError::CheckFailed(format!(
+            "validation failed: {n} problem(s)"
+        )))
     }
 }
 

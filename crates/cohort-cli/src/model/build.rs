@@ -178,7 +178,10 @@ pub(crate) async fn builder(
         .rules(FileRules::new(model));
     let mut masks: Vec<String> = Vec::new();
     for e in &model.entities {
-        let schema = e.schema.as_deref().unwrap_or(&settings.default_table_schema);
+        let schema = e
+            .schema
+            .as_deref()
+            .unwrap_or(&settings.default_table_schema);
         let columns = table_columns(pool, schema, &e.table).await?;
         b = ctor::register_descriptor(b, retained(e, &columns));
         for (_, method) in &e.anonymise {

@@ -1,6 +1,6 @@
 //! The model file: retained tables, explicit exemptions and rules, in TOML.
 //!
-//! [`parse`] reads the file into a [`Model`], reporting every mistake at
+//! [`parse()`] reads the file into a [`Model`], reporting every mistake at
 //! once with its file, line and key ([`Diagnostics`]). [`build`] turns the
 //! model into the same descriptors `#[derive(Retained)]` emits and
 //! [`rules::FileRules`] into a [`cohort::RuleProvider`], so validation,

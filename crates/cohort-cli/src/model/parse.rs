@@ -95,7 +95,13 @@ impl<'s> Parser<'s> {
         (line, column)
     }
 
-    fn diagnostic(&self, span: &Range<usize>, key: &str, message: String, severity: Severity) -> Diagnostic {
+    fn diagnostic(
+        &self,
+        span: &Range<usize>,
+        key: &str,
+        message: String,
+        severity: Severity,
+    ) -> Diagnostic {
         let (line, column) = self.position(span.start);
         Diagnostic {
             file: self.file.clone(),
@@ -274,7 +280,10 @@ impl<'s> Parser<'s> {
                 self.error(
                     &text.span,
                     &join(path, "audit"),
-                    format!("unknown audit detail {:?}; use \"summary\" or \"per-row\"", text.value),
+                    format!(
+                        "unknown audit detail {:?}; use \"summary\" or \"per-row\"",
+                        text.value
+                    ),
                 );
                 None
             }
@@ -296,7 +305,11 @@ impl<'s> Parser<'s> {
     }
 
     /// An array of tables (`[[entity]]`), each with its span.
-    fn tables_of<'t, 'i>(&mut self, v: &'t Value<'i>, key: &str) -> Vec<(usize, &'t DeTable<'i>, Range<usize>)> {
+    fn tables_of<'t, 'i>(
+        &mut self,
+        v: &'t Value<'i>,
+        key: &str,
+    ) -> Vec<(usize, &'t DeTable<'i>, Range<usize>)> {
         let DeValue::Array(items) = v.get_ref() else {
             self.error(
                 &v.span(),
@@ -390,10 +403,16 @@ pub(crate) fn parse(file: &str, src: &str, options: &ParseOptions) -> Result<Mod
                     p.error(
                         &name_span,
                         &join(&path, "name"),
-                        format!("the name {:?} is also used by {first}; names must be unique", e.name),
+                        format!(
+                            "the name {:?} is also used by {first}; names must be unique",
+                            e.name
+                        ),
                     );
                 }
-                let schema = e.schema.clone().unwrap_or(options.default_table_schema.clone());
+                let schema = e
+                    .schema
+                    .clone()
+                    .unwrap_or(options.default_table_schema.clone());
                 let table_span = get(t, "table").map_or(span.clone(), |v| v.span());
                 if let Some(first) = tables.insert((schema.clone(), e.table.clone()), label) {
                     p.error(
@@ -428,10 +447,16 @@ pub(crate) fn parse(file: &str, src: &str, options: &ParseOptions) -> Result<Mod
                     p.error(
                         &name_span,
                         &join(&path, "name"),
-                        format!("the name {:?} is also used by {first}; names must be unique", x.name),
+                        format!(
+                            "the name {:?} is also used by {first}; names must be unique",
+                            x.name
+                        ),
                     );
                 }
-                let schema = x.schema.clone().unwrap_or(options.default_table_schema.clone());
+                let schema = x
+                    .schema
+                    .clone()
+                    .unwrap_or(options.default_table_schema.clone());
                 if let Some(first) = tables.insert((schema.clone(), x.table.clone()), label) {
                     let table_span = get(t, "table").map_or(span.clone(), |v| v.span());
                     p.error(
@@ -451,7 +476,14 @@ pub(crate) fn parse(file: &str, src: &str, options: &ParseOptions) -> Result<Mod
         {
             let span = span.clone();
             let key = format!("rules.{}", key_segment(&r.category));
-            p.warn(&span, &key, format!("no retained table has category {:?}; the rule is unused", r.category));
+            p.warn(
+                &span,
+                &key,
+                format!(
+                    "no retained table has category {:?}; the rule is unused",
+                    r.category
+                ),
+            );
         }
     }
 
@@ -478,14 +510,22 @@ fn category_rules(
     let strategy = match get(t, "strategy") {
         Some(_) => p.strategy(t, path, "strategy"),
         None => {
-            p.error(span, &join(path, "strategy"), "missing: the strategy (purge, soft-delete, anonymise or exempt)");
+            p.error(
+                span,
+                &join(path, "strategy"),
+                "missing: the strategy (purge, soft-delete, anonymise or exempt)",
+            );
             None
         }
     };
     let period = match get(t, "period") {
         Some(_) => p.period(t, path, "period"),
         None => {
-            p.error(span, &join(path, "period"), "missing: how long rows are kept (\"30d\", \"18 months\", \"P1Y\")");
+            p.error(
+                span,
+                &join(path, "period"),
+                "missing: how long rows are kept (\"30d\", \"18 months\", \"P1Y\")",
+            );
             None
         }
     };
@@ -517,7 +557,11 @@ fn category_rules(
                 declared = Some((list, v.span()));
             }
             DeValue::Array(_) => p.error(&v.span(), &key, "must list at least one strategy"),
-            other => p.error(&v.span(), &key, format!("expected an array of strategies, found {}", kind(other))),
+            other => p.error(
+                &v.span(),
+                &key,
+                format!("expected an array of strategies, found {}", kind(other)),
+            ),
         }
     }
 
@@ -527,11 +571,17 @@ fn category_rules(
         for (i, ot, ospan) in p.tables_of(v, &key) {
             let opath = format!("{key}[{i}]");
             if let Some(o) = override_of(p, ot, &ospan, &opath) {
-                if let Some(prev) = overrides.iter().position(|x: &(Override, Range<usize>)| x.0.selector == o.selector) {
+                if let Some(prev) = overrides
+                    .iter()
+                    .position(|x: &(Override, Range<usize>)| x.0.selector == o.selector)
+                {
                     p.error(
                         &ospan,
                         &opath,
-                        format!("{} already has an override ({key}[{prev}]); merge the two", o.selector),
+                        format!(
+                            "{} already has an override ({key}[{prev}]); merge the two",
+                            o.selector
+                        ),
                     );
                     continue;
                 }
@@ -592,7 +642,12 @@ fn category_rules(
     })
 }
 
-fn override_of(p: &mut Parser<'_>, t: &DeTable<'_>, span: &Range<usize>, path: &str) -> Option<Override> {
+fn override_of(
+    p: &mut Parser<'_>,
+    t: &DeTable<'_>,
+    span: &Range<usize>,
+    path: &str,
+) -> Option<Override> {
     p.known_keys(t, path, OVERRIDE_KEYS);
     let tenant = p.opt_string(t, path, "tenant");
     let jurisdiction = p.opt_string(t, path, "jurisdiction");
@@ -601,7 +656,9 @@ fn override_of(p: &mut Parser<'_>, t: &DeTable<'_>, span: &Range<usize>, path: &
         .iter()
         .filter(|b| **b)
         .count();
-    let present = ["tenant", "jurisdiction", "tag"].iter().any(|k| get(t, k).is_some());
+    let present = ["tenant", "jurisdiction", "tag"]
+        .iter()
+        .any(|k| get(t, k).is_some());
     if given != 1 {
         if given > 1 || !present {
             p.error(
@@ -628,9 +685,16 @@ fn override_of(p: &mut Parser<'_>, t: &DeTable<'_>, span: &Range<usize>, path: &
         source: p.opt_string(t, path, "source").map(|s| s.value),
         reason: p.opt_string(t, path, "reason").map(|s| s.value),
     };
-    let changes = ["strategy", "period", "legal_minimum", "audit", "source", "reason"]
-        .iter()
-        .any(|k| get(t, k).is_some());
+    let changes = [
+        "strategy",
+        "period",
+        "legal_minimum",
+        "audit",
+        "source",
+        "reason",
+    ]
+    .iter()
+    .any(|k| get(t, k).is_some());
     if !changes {
         p.error(span, path, "the override changes nothing; set strategy, period, legal_minimum, audit, source or reason");
     }
@@ -646,14 +710,38 @@ fn entity(
     declared: &[String],
 ) -> Option<Entity> {
     p.known_keys(t, path, ENTITY_KEYS);
-    let table = p.req_string(t, span, path, "table", "the table's name (table = \"users\")");
+    let table = p.req_string(
+        t,
+        span,
+        path,
+        "table",
+        "the table's name (table = \"users\")",
+    );
     let schema = p.opt_string(t, path, "schema");
     let name = p.opt_string(t, path, "name");
     let id = p
-        .req_string(t, span, path, "id", "a stable retained-entity id (id = \"<a new random UUID>\")")
+        .req_string(
+            t,
+            span,
+            path,
+            "id",
+            "a stable retained-entity id (id = \"<a new random UUID>\")",
+        )
         .and_then(|text| p.uuid(&text, &join(path, "id")));
-    let category = p.req_string(t, span, path, "category", "the retention category (category = \"accounts\")");
-    let anchor = p.req_string(t, span, path, "anchor", "the timestamptz column that ages a row (anchor = \"created_at\")");
+    let category = p.req_string(
+        t,
+        span,
+        path,
+        "category",
+        "the retention category (category = \"accounts\")",
+    );
+    let anchor = p.req_string(
+        t,
+        span,
+        path,
+        "anchor",
+        "the timestamptz column that ages a row (anchor = \"created_at\")",
+    );
     let record_id = p.opt_string(t, path, "record_id");
     let tenant = p.opt_string(t, path, "tenant");
     let tenantless = p.boolean(t, path, "tenantless").unwrap_or(false);
@@ -672,7 +760,11 @@ fn entity(
                 "no rule for category {:?}; add [rules.{}] (known categories: {})",
                 c.value,
                 key_segment(&c.value),
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             ),
         );
     }
@@ -699,7 +791,10 @@ fn entity(
                 p.error(
                     &text.span,
                     &join(path, role),
-                    format!("column {:?} is already the {other} column; a column plays one role", text.value),
+                    format!(
+                        "column {:?} is already the {other} column; a column plays one role",
+                        text.value
+                    ),
                 );
             } else {
                 roles.push((role, text));
@@ -799,7 +894,11 @@ fn anonymise_method(
             }
             "mask" => Some(Anonymise::Mask(Mask::default())),
             other => {
-                p.error(&v.span(), key, format!("unknown anonymise method {other:?}; {expected}"));
+                p.error(
+                    &v.span(),
+                    key,
+                    format!("unknown anonymise method {other:?}; {expected}"),
+                );
                 None
             }
         },
@@ -808,12 +907,20 @@ fn anonymise_method(
             if let Some(lit) = get(t, "literal") {
                 return match lit.get_ref() {
                     DeValue::String(s) if s.contains('\0') => {
-                        p.error(&lit.span(), &join(key, "literal"), "must not contain a NUL character");
+                        p.error(
+                            &lit.span(),
+                            &join(key, "literal"),
+                            "must not contain a NUL character",
+                        );
                         None
                     }
                     DeValue::String(s) => Some(Anonymise::Literal(s.to_string())),
                     other => {
-                        p.error(&lit.span(), &join(key, "literal"), format!("expected a string, found {}", kind(other)));
+                        p.error(
+                            &lit.span(),
+                            &join(key, "literal"),
+                            format!("expected a string, found {}", kind(other)),
+                        );
                         None
                     }
                 };
@@ -823,14 +930,25 @@ fn anonymise_method(
                 let mt = p.table_of(m, &mk)?;
                 p.known_keys(mt, &mk, &["keep_first", "keep_last", "with"]);
                 let mut mask = Mask::default();
-                for (name, slot) in [("keep_first", &mut mask.keep_first), ("keep_last", &mut mask.keep_last)] {
+                for (name, slot) in [
+                    ("keep_first", &mut mask.keep_first),
+                    ("keep_last", &mut mask.keep_last),
+                ] {
                     if let Some(n) = get(mt, name) {
                         match n.get_ref() {
                             DeValue::Integer(i) => match i.as_str().parse::<usize>() {
                                 Ok(v) if v <= 64 => *slot = v,
-                                _ => p.error(&n.span(), &join(&mk, name), "expected a whole number from 0 to 64"),
+                                _ => p.error(
+                                    &n.span(),
+                                    &join(&mk, name),
+                                    "expected a whole number from 0 to 64",
+                                ),
                             },
-                            other => p.error(&n.span(), &join(&mk, name), format!("expected a whole number, found {}", kind(other))),
+                            other => p.error(
+                                &n.span(),
+                                &join(&mk, name),
+                                format!("expected a whole number, found {}", kind(other)),
+                            ),
                         }
                     }
                 }
@@ -839,16 +957,28 @@ fn anonymise_method(
                         DeValue::String(s) if s.chars().count() == 1 && !s.contains('\0') => {
                             mask.with = s.chars().next().unwrap_or('*');
                         }
-                        _ => p.error(&w.span(), &join(&mk, "with"), "expected one character, for example \"*\""),
+                        _ => p.error(
+                            &w.span(),
+                            &join(&mk, "with"),
+                            "expected one character, for example \"*\"",
+                        ),
                     }
                 }
                 return Some(Anonymise::Mask(mask));
             }
-            p.error(&v.span(), key, format!("an inline table needs `literal` or `mask`; {expected}"));
+            p.error(
+                &v.span(),
+                key,
+                format!("an inline table needs `literal` or `mask`; {expected}"),
+            );
             None
         }
         other => {
-            p.error(&v.span(), key, format!("expected a method, found {}; {expected}", kind(other)));
+            p.error(
+                &v.span(),
+                key,
+                format!("expected a method, found {}; {expected}", kind(other)),
+            );
             None
         }
     }
@@ -857,7 +987,13 @@ fn anonymise_method(
 fn exempt(p: &mut Parser<'_>, t: &DeTable<'_>, span: &Range<usize>, path: &str) -> Option<Exempt> {
     p.known_keys(t, path, EXEMPT_KEYS);
     let table = p.req_string(t, span, path, "table", "the table's name");
-    let reason = p.req_string(t, span, path, "reason", "why the table is exempt (it shows up in reports)");
+    let reason = p.req_string(
+        t,
+        span,
+        path,
+        "reason",
+        "why the table is exempt (it shows up in reports)",
+    );
     let schema = p.opt_string(t, path, "schema");
     let name = p.opt_string(t, path, "name");
     let id = match p.opt_string(t, path, "id") {
@@ -877,7 +1013,12 @@ fn exempt(p: &mut Parser<'_>, t: &DeTable<'_>, span: &Range<usize>, path: &str) 
 /// A strategy by name: `purge`, `soft-delete` (`soft_delete`, `softdelete`),
 /// `anonymise` (`anonymize`), `exempt`, in any case.
 pub(crate) fn parse_strategy(text: &str) -> Option<Strategy> {
-    match text.trim().to_ascii_lowercase().replace(['-', '_', ' '], "").as_str() {
+    match text
+        .trim()
+        .to_ascii_lowercase()
+        .replace(['-', '_', ' '], "")
+        .as_str()
+    {
         "purge" => Some(Strategy::Purge),
         "softdelete" => Some(Strategy::SoftDelete),
         "anonymise" | "anonymize" => Some(Strategy::Anonymise),
@@ -887,7 +1028,9 @@ pub(crate) fn parse_strategy(text: &str) -> Option<Strategy> {
 }
 
 fn get<'t, 'i>(t: &'t DeTable<'i>, key: &str) -> Option<&'t Value<'i>> {
-    t.iter().find(|(k, _)| k.get_ref().as_ref() == key).map(|(_, v)| v)
+    t.iter()
+        .find(|(k, _)| k.get_ref().as_ref() == key)
+        .map(|(_, v)| v)
 }
 
 fn kind(v: &DeValue<'_>) -> &'static str {
@@ -904,7 +1047,11 @@ fn kind(v: &DeValue<'_>) -> &'static str {
 
 /// A key as it is written in a path: bare when it can be, quoted otherwise.
 fn key_segment(key: &str) -> String {
-    if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+    if !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
         key.to_owned()
     } else {
         format!("{key:?}")
@@ -1001,7 +1148,11 @@ period = "P1Y"
         assert_eq!(e.anonymise[0], ("email".into(), Anonymise::Hash));
         assert_eq!(
             e.anonymise[3].1,
-            Anonymise::Mask(Mask { keep_first: 0, keep_last: 4, with: '#' })
+            Anonymise::Mask(Mask {
+                keep_first: 0,
+                keep_last: 4,
+                with: '#'
+            })
         );
         assert_eq!(m.exempt[0].name, "invoices");
         let r = &m.rules[0];
@@ -1016,7 +1167,10 @@ period = "P1Y"
 
     #[test]
     fn a_hash_without_a_key_is_a_mistake() {
-        let o = ParseOptions { hash_key_set: false, ..opts() };
+        let o = ParseOptions {
+            hash_key_set: false,
+            ..opts()
+        };
         let d = parse("m.toml", GOOD, &o).expect_err("no key");
         assert_eq!(d.errors.len(), 1, "{d}");
         assert_eq!(d.errors[0].key, "entity[0].anonymise.email");
@@ -1033,7 +1187,10 @@ period = "P1Y"
     #[test]
     fn typos_suggest_the_key() {
         assert_eq!(closest("anchr", ENTITY_KEYS), Some("anchor"));
-        assert_eq!(closest("erasure_subject", ENTITY_KEYS), Some("erasure_subjects"));
+        assert_eq!(
+            closest("erasure_subject", ENTITY_KEYS),
+            Some("erasure_subjects")
+        );
         assert_eq!(closest("zzzzzz", ENTITY_KEYS), None);
     }
 

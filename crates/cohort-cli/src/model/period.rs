@@ -166,9 +166,7 @@ fn parse_human(t: &str, text: &str) -> Result<Period, String> {
 
 fn parse_iso(t: &str, text: &str) -> Result<Period, String> {
     let bad = || {
-        format!(
-            "{text:?} is not an ISO 8601 duration; write for example P30D, P1Y6M, P2W or PT12H"
-        )
+        format!("{text:?} is not an ISO 8601 duration; write for example P30D, P1Y6M, P2W or PT12H")
     };
     let body = &t[1..];
     if body.is_empty() {
@@ -202,7 +200,11 @@ fn parse_iso(t: &str, text: &str) -> Result<Period, String> {
             parts.add(&number, unit, text)?;
             number.clear();
         }
-        if number.is_empty() { Ok(()) } else { Err(bad()) }
+        if number.is_empty() {
+            Ok(())
+        } else {
+            Err(bad())
+        }
     };
     scan(date, false)?;
     if let Some(time) = time {

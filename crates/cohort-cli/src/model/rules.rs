@@ -135,6 +135,11 @@ mod tests {
         assert_eq!(rule_for(&r, Some(&t)).period, Period::months(18));
         assert_eq!(rule_for(&r, None).period, Period::months(18));
         // Unset fields come from the base rule.
-        assert_eq!(rule_for(&r, Some(&TenantContext::new(Uuid::from_u128(7)))).source.as_deref(), Some("policy"));
+        assert_eq!(
+            rule_for(&r, Some(&TenantContext::new(Uuid::from_u128(7))))
+                .source
+                .as_deref(),
+            Some("policy")
+        );
     }
 }

@@ -35,7 +35,8 @@ impl Project {
     /// A fresh database and an empty directory.
     pub(crate) async fn new() -> Project {
         let db = TestDb::new().await;
-        let dir = std::env::temp_dir().join(format!("cohort-cli-test-{}", uuid::Uuid::new_v4().simple()));
+        let dir =
+            std::env::temp_dir().join(format!("cohort-cli-test-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("create the test directory");
         Project { db, dir }
     }
@@ -128,6 +129,10 @@ pub(crate) fn assert_code(o: &Output, expected: i32) {
 /// stdout parsed as JSON.
 pub(crate) fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", stdout(o), stderr(o))
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+            stdout(o),
+            stderr(o)
+        )
     })
 }

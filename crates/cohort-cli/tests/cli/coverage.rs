@@ -7,7 +7,10 @@ use crate::common::*;
 fn table<'a>(v: &'a serde_json::Value, schema: &str, name: &str) -> &'a serde_json::Value {
     v["tables"]
         .as_array()
-        .and_then(|a| a.iter().find(|t| t["schema"] == schema && t["table"] == name))
+        .and_then(|a| {
+            a.iter()
+                .find(|t| t["schema"] == schema && t["table"] == name)
+        })
         .unwrap_or_else(|| panic!("{schema}.{name} not listed: {v:#}"))
 }
 
@@ -33,7 +36,10 @@ async fn coverage_classifies_every_table_and_flags_personal_data() {
     for t in ["users", "orders", "sessions", "audit_notes"] {
         let row = table(&v, "public", t);
         assert_eq!(row["class"], "retained", "{row}");
-        assert!(row["category"].is_string() && row["strategy"].is_string(), "{row}");
+        assert!(
+            row["category"].is_string() && row["strategy"].is_string(),
+            "{row}"
+        );
     }
     let countries = table(&v, "public", "countries");
     assert_eq!(countries["class"], "exempt");
@@ -41,7 +47,12 @@ async fn coverage_classifies_every_table_and_flags_personal_data() {
     for t in ["sweep_run", "retention_holds"] {
         let row = table(&v, "public", t);
         assert_eq!(row["class"], "exempt");
-        assert!(row["reason"].as_str().is_some_and(|r| r.contains("Cohort's own")), "{row}");
+        assert!(
+            row["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("Cohort's own")),
+            "{row}"
+        );
     }
 
     let hints = |schema: &str, t: &str| -> Vec<(String, String, String)> {
@@ -72,9 +83,15 @@ async fn coverage_classifies_every_table_and_flags_personal_data() {
     assert_eq!(hints("public", "feature_flags"), vec![]);
     assert_eq!(
         hints("crm", "contacts"),
-        vec![s("PhoneNumber", "phone", "name"), s("date_of_birth", "birth date", "name")]
+        vec![
+            s("PhoneNumber", "phone", "name"),
+            s("date_of_birth", "birth date", "name")
+        ]
     );
-    assert_eq!(hints("public", "Odd \"Name\""), vec![s("iban", "bank account", "name")]);
+    assert_eq!(
+        hints("public", "Odd \"Name\""),
+        vec![s("iban", "bank account", "name")]
+    );
     assert_eq!(v["counts"]["retained"], 4);
     assert_eq!(v["counts"]["unclassified"], 4);
     assert_eq!(v["counts"]["unclassified_with_personal_data_hints"], 3);
@@ -83,20 +100,35 @@ async fn coverage_classifies_every_table_and_flags_personal_data() {
     let out = p.cohort(&["coverage"]);
     assert_success(&out);
     let text = stdout(&out);
-    assert!(text.contains("PERSONAL DATA? contact (email (case-insensitive text), by type)"), "{text}");
-    assert!(text.contains("4 unclassified (3 with personal-data hints)"), "{text}");
+    assert!(
+        text.contains("PERSONAL DATA? contact (email (case-insensitive text), by type)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("4 unclassified (3 with personal-data hints)"),
+        "{text}"
+    );
 
     // The CI gate.
     let out = p.cohort(&["coverage", "--fail-on-unclassified"]);
     assert_code(&out, 3);
-    assert!(stderr(&out).contains("4 table(s) unclassified"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("4 table(s) unclassified"),
+        "{}",
+        stderr(&out)
+    );
 
     // Classify the rest: the gate opens.
     let mut model = std::fs::read_to_string(p.dir.join("cohort-model.toml")).expect("model");
-    for (schema, t) in [("public", "newsletter_signups"), ("public", "feature_flags"), ("crm", "contacts"), ("public", "Odd \\\"Name\\\"")] {
+    for (schema, t) in [
+        ("public", "newsletter_signups"),
+        ("public", "feature_flags"),
+        ("crm", "contacts"),
+        ("public", "Odd \\\"Name\\\""),
+    ] {
         model.push_str(&format!(
             "\n[[exempt]]\nname = \"{schema}-{}\"\nschema = \"{schema}\"\ntable = \"{t}\"\nreason = \"reviewed: handled elsewhere\"\n",
-            t.replace('"', "").replace('\\', "")
+            t.replace(['"', '\\'], "")
         ));
     }
     p.write("cohort-model.toml", &model);

@@ -85,7 +85,10 @@ fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
         if let Some(status) = child.try_wait().expect("poll the child") {
             return status;
         }
-        assert!(Instant::now() < deadline, "the command did not exit within {within:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the command did not exit within {within:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -108,7 +111,13 @@ async fn ctrl_c_cancels_the_sweep_cleanly_and_the_ledger_says_cancelled() {
     interrupt(&child);
     let status = wait_exit(&mut child, Duration::from_secs(60));
     let out = child.wait_with_output().expect("collect the output");
-    assert_eq!(status.code(), Some(130), "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
 
     let (run_status, settled, affected): (String, bool, i64) = sqlx::query_as(
         "SELECT r.status, r.settled_at IS NOT NULL, s.affected_count \
@@ -125,10 +134,17 @@ async fn ctrl_c_cancels_the_sweep_cleanly_and_the_ledger_says_cancelled() {
         .expect("count");
     assert!(left > 0, "the sweep was cancelled before the end");
     assert!(affected > 0);
-    assert_eq!(affected + left, ROWS, "every committed batch is in the ledger, no more");
+    assert_eq!(
+        affected + left,
+        ROWS,
+        "every committed batch is in the ledger, no more"
+    );
 
     let err = stderr(&out);
-    assert!(err.contains("Ctrl-C: stopping after the current batch"), "{err}");
+    assert!(
+        err.contains("Ctrl-C: stopping after the current batch"),
+        "{err}"
+    );
     // Not a terminal: plain log lines, with rows done and rows/s.
     assert!(err.contains("progress: events: "), "{err}");
     assert!(err.contains("rows/s"), "{err}");
@@ -173,12 +189,19 @@ async fn a_second_ctrl_c_exits_at_once() {
     .await;
     interrupt(&child);
     std::thread::sleep(Duration::from_millis(500));
-    assert!(child.try_wait().expect("poll").is_none(), "the first Ctrl-C waits for the batch");
+    assert!(
+        child.try_wait().expect("poll").is_none(),
+        "the first Ctrl-C waits for the batch"
+    );
     interrupt(&child);
     let status = wait_exit(&mut child, Duration::from_secs(10));
     let out = child.wait_with_output().expect("collect the output");
     assert_eq!(status.code(), Some(130), "stderr:\n{}", stderr(&out));
-    assert!(stderr(&out).contains("second Ctrl-C: exiting at once"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("second Ctrl-C: exiting at once"),
+        "{}",
+        stderr(&out)
+    );
     tx.rollback().await.expect("rollback");
     let _ = blocker.close().await;
     // Nothing was swept: the batch never got the fence.

@@ -31,9 +31,17 @@ period = "18 mnths"
 
 const EXPECTED: &[(usize, &str, &str)] = &[
     (3, "entity[0].id", "is not a UUID"),
-    (7, "entity[0].tenantles", "unknown key `tenantles`; did you mean `tenantless`?"),
+    (
+        7,
+        "entity[0].tenantles",
+        "unknown key `tenantles`; did you mean `tenantless`?",
+    ),
     (12, "entity[1].category", "no rule for category \"billing\""),
-    (16, "entity[1].anonymise.shipping_address", "unknown anonymise method \"scramble\""),
+    (
+        16,
+        "entity[1].anonymise.shipping_address",
+        "unknown anonymise method \"scramble\"",
+    ),
     (20, "rules.accounts.period", "unknown unit \"mnths\""),
 ];
 
@@ -46,13 +54,22 @@ async fn five_mistakes_are_reported_at_once_with_file_line_and_key() {
     let out = p.cohort(&["validate", "--offline"]);
     assert_code(&out, 3);
     let text = stdout(&out);
-    assert!(text.contains("the model file cohort-model.toml has 5 mistake(s):"), "{text}");
+    assert!(
+        text.contains("the model file cohort-model.toml has 5 mistake(s):"),
+        "{text}"
+    );
     let lines: Vec<&str> = text.lines().filter(|l| l.contains(": error: ")).collect();
     assert_eq!(lines.len(), 5, "{text}");
     for ((line, key, says), shown) in EXPECTED.iter().zip(&lines) {
         let prefix = format!("cohort-model.toml:{line}:");
-        assert!(shown.trim_start().starts_with(&prefix), "{shown} should start with {prefix}");
-        assert!(shown.contains(&format!(": error: {key}: ")), "{shown} should name {key}");
+        assert!(
+            shown.trim_start().starts_with(&prefix),
+            "{shown} should start with {prefix}"
+        );
+        assert!(
+            shown.contains(&format!(": error: {key}: ")),
+            "{shown} should name {key}"
+        );
         assert!(shown.contains(says), "{shown} should say {says:?}");
     }
 
@@ -76,7 +93,10 @@ async fn five_mistakes_are_reported_at_once_with_file_line_and_key() {
     let err = stderr(&out);
     assert!(err.contains("has 5 mistake(s)"), "{err}");
     for (line, key, _) in EXPECTED {
-        assert!(err.contains(&format!("cohort-model.toml:{line}:")) && err.contains(key), "{err}");
+        assert!(
+            err.contains(&format!("cohort-model.toml:{line}:")) && err.contains(key),
+            "{err}"
+        );
     }
 }
 
@@ -128,17 +148,34 @@ period = "1y"
                 && p["problem"].as_str().is_some_and(|t| t.contains(says))
         })
     };
-    assert!(has("public.users", Some("last_login_at"), "missing") || has("public.users", Some("last_login_at"), "does not exist"), "{v:#}");
+    assert!(
+        has("public.users", Some("last_login_at"), "missing")
+            || has("public.users", Some("last_login_at"), "does not exist"),
+        "{v:#}"
+    );
     assert!(has("public.users", Some("user_ref"), ""), "{v:#}");
-    assert!(has("public.orders", Some("shipping_address"), "timestamp with time zone"), "{v:#}");
+    assert!(
+        has(
+            "public.orders",
+            Some("shipping_address"),
+            "timestamp with time zone"
+        ),
+        "{v:#}"
+    );
     assert!(has("public.orders", None, "anonymised-at"), "{v:#}");
     assert!(has("public.orders", Some("user_id"), "NULL"), "{v:#}");
     // The same, for people: one table, every problem at once.
     let out = p.cohort(&["validate"]);
     assert_code(&out, 3);
     let text = stdout(&out);
-    assert!(text.contains("the model does not fit the database"), "{text}");
-    assert!(text.contains("last_login_at") && text.contains("user_ref"), "{text}");
+    assert!(
+        text.contains("the model does not fit the database"),
+        "{text}"
+    );
+    assert!(
+        text.contains("last_login_at") && text.contains("user_ref"),
+        "{text}"
+    );
 }
 
 // contract: K2
@@ -165,12 +202,30 @@ async fn overrides_conventions_and_built_in_anonymisers_work_like_the_derive() {
     };
     assert_eq!(users(&base)["eligible"], 1, "{base:#}");
     assert_eq!(users(&base)["cutoff"], "2028-01-01T00:00:00.000000Z");
-    let de = json(&p.cohort(&["preview", "--tenant", tenant, "--jurisdiction", "DE", "--now", now, "--json"]));
+    let de = json(&p.cohort(&[
+        "preview",
+        "--tenant",
+        tenant,
+        "--jurisdiction",
+        "DE",
+        "--now",
+        now,
+        "--json",
+    ]));
     assert_eq!(users(&de)["eligible"], 2, "{de:#}");
     assert_eq!(users(&de)["cutoff"], "2029-01-01T00:00:00.000000Z");
 
     // The sweep anonymises with the built-in keyed hash, literal and mask.
-    let out = p.cohort(&["sweep", "--tenant", tenant, "--jurisdiction", "DE", "--now", now, "--json"]);
+    let out = p.cohort(&[
+        "sweep",
+        "--tenant",
+        tenant,
+        "--jurisdiction",
+        "DE",
+        "--now",
+        now,
+        "--json",
+    ]);
     assert_success(&out);
     let v = json(&out);
     assert_eq!(v["status"], "Succeeded");

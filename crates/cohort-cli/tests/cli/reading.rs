@@ -42,15 +42,28 @@ fn settings(runs: &[(&str, &str)]) -> insta::Settings {
         s.add_filter(&regex_escape(id), *name);
     }
     let today = chrono::Utc::now().date_naive();
-    for d in [today, today.pred_opt().unwrap_or(today), today.succ_opt().unwrap_or(today)] {
-        s.add_filter(&format!(r"{d}T\d\d:\d\d:\d\d\.\d{{6}}Z"), "[database clock      ]");
+    for d in [
+        today,
+        today.pred_opt().unwrap_or(today),
+        today.succ_opt().unwrap_or(today),
+    ] {
+        s.add_filter(
+            &format!(r"{d}T\d\d:\d\d:\d\d\.\d{{6}}Z"),
+            "[database clock           ]",
+        );
     }
     s
 }
 
 fn regex_escape(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_string() } else { format!("\\{c}") })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
         .collect()
 }
 
@@ -87,8 +100,20 @@ async fn reading_commands_print_tables_and_stable_json() {
     human.push(("preview", h));
     machine.push(("preview", m));
     let out = p.cohort(&[
-        "holds", "add", "--entity", "users", "--record", CAROL, "--tenant", TENANT, "--reason",
-        "Litigation hold - case #12345", "--expires", "2031-01-01T00:00:00Z", "--hold-id", HOLD,
+        "holds",
+        "add",
+        "--entity",
+        "users",
+        "--record",
+        CAROL,
+        "--tenant",
+        TENANT,
+        "--reason",
+        "Litigation hold - case #12345",
+        "--expires",
+        "2031-01-01T00:00:00Z",
+        "--hold-id",
+        HOLD,
     ]);
     assert_success(&out);
     human.push(("holds_add", stdout(&out)));
@@ -132,20 +157,38 @@ async fn reading_commands_print_tables_and_stable_json() {
     assert_success(&out);
     let migrations = json(&out);
     assert_eq!(migrations[0]["version"], 1);
-    assert!(migrations[0]["up"].as_str().is_some_and(|s| s.contains("CREATE TABLE IF NOT EXISTS \"public\".\"sweep_run\"")));
+    assert!(
+        migrations[0]["up"]
+            .as_str()
+            .is_some_and(|s| s.contains("CREATE TABLE IF NOT EXISTS \"public\".\"sweep_run\""))
+    );
 
     // What happened, independently of the snapshots.
     assert_eq!(sweep["status"], "Succeeded");
-    let users = sweep["summaries"].as_array().and_then(|a| a.iter().find(|s| s["entity"] == "users")).expect("users");
-    assert_eq!((users["affected"].as_u64(), users["held"].as_u64()), (Some(1), Some(1)));
+    let users = sweep["summaries"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["entity"] == "users"))
+        .expect("users");
+    assert_eq!(
+        (users["affected"].as_u64(), users["held"].as_u64()),
+        (Some(1), Some(1))
+    );
     let carol: Option<String> = sqlx::query_scalar("SELECT email FROM users WHERE id = $1::uuid")
         .bind(CAROL)
         .fetch_one(p.db.pool())
         .await
         .expect("carol");
-    assert_eq!(carol.as_deref(), Some("carol@example.org"), "held row untouched");
+    assert_eq!(
+        carol.as_deref(),
+        Some("carol@example.org"),
+        "held row untouched"
+    );
 
-    settings(&[(&sweep_id, "[sweep run id                      ]"), (&erase_id, "[erasure run id                    ]")]).bind(|| {
+    settings(&[
+        (&sweep_id, "[sweep run id                      ]"),
+        (&erase_id, "[erasure run id                    ]"),
+    ])
+    .bind(|| {
         for (name, text) in &human {
             insta::assert_snapshot!(format!("{name}_human"), text);
         }

@@ -35,7 +35,11 @@ async fn schedule_documents_every_category_from_the_model() {
     insta::assert_snapshot!("schedule_markdown", md);
 
     // --output writes the same document to a file.
-    let out = run(command_in(&p.dir, None, &["schedule", "--output", "schedule.md"]));
+    let out = run(command_in(
+        &p.dir,
+        None,
+        &["schedule", "--output", "schedule.md"],
+    ));
     assert_success(&out);
     let file = std::fs::read_to_string(p.dir.join("schedule.md")).expect("written");
     assert_eq!(file.trim_end(), md.trim_end());

@@ -20,7 +20,11 @@ async fn the_environment_wins_over_the_file() {
 
     // --config names another file; a typo in it is reported with its key.
     p.write("other.toml", "schema = \"other\"\nbatch_sise = 5\n");
-    let out = run(command_in(&p.dir, None, &["--config", "other.toml", "schema", "sql"]));
+    let out = run(command_in(
+        &p.dir,
+        None,
+        &["--config", "other.toml", "schema", "sql"],
+    ));
     assert_code(&out, 1);
     assert!(stderr(&out).contains("batch_sise"), "{}", stderr(&out));
 
@@ -45,20 +49,35 @@ async fn the_database_comes_from_the_flag_then_database_url_then_the_settings() 
     let out = run(command_in(&p.dir, Some(bad), &["schema", "check"]));
     assert_code(&out, 1);
     let good = p.db.url();
-    assert_success(&run(command_in(&p.dir, Some(bad), &["--database-url", &good, "schema", "check"])));
+    assert_success(&run(command_in(
+        &p.dir,
+        Some(bad),
+        &["--database-url", &good, "schema", "check"],
+    )));
 
     // Passwords are never printed, in any error.
-    let out = run(command_in(&p.dir, None, &["--database-url", bad, "schema", "check"]));
+    let out = run(command_in(
+        &p.dir,
+        None,
+        &["--database-url", bad, "schema", "check"],
+    ));
     assert_code(&out, 1);
     let all = format!("{}{}", stdout(&out), stderr(&out));
     assert!(!all.contains("SuperSecret"), "{all}");
-    assert!(all.contains("postgres://postgres:***@127.0.0.1:1/nowhere"), "{all}");
+    assert!(
+        all.contains("postgres://postgres:***@127.0.0.1:1/nowhere"),
+        "{all}"
+    );
 
     // No database anywhere: an actionable message.
     std::fs::remove_file(p.dir.join("cohort.toml")).expect("remove");
     let out = run(command_in(&p.dir, None, &["schema", "check"]));
     assert_code(&out, 1);
-    assert!(stderr(&out).contains("set DATABASE_URL, pass --database-url"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("set DATABASE_URL, pass --database-url"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 // contract: K1
@@ -80,9 +99,16 @@ async fn nothing_but_schema_migrate_changes_the_schema() {
         &["runs", "list"],
     ] {
         let out = p.cohort(args);
-        assert!(matches!(code(&out), Some(1) | Some(3)), "{args:?}: {}", stderr(&out));
+        assert!(
+            matches!(code(&out), Some(1) | Some(3)),
+            "{args:?}: {}",
+            stderr(&out)
+        );
         let all = format!("{}{}", stdout(&out), stderr(&out));
-        assert!(all.contains("schema migrate"), "{args:?} should say how to fix it: {all}");
+        assert!(
+            all.contains("schema migrate"),
+            "{args:?} should say how to fix it: {all}"
+        );
     }
     let tables: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_class WHERE relname IN ('sweep_run', 'retention_holds')",
@@ -90,7 +116,10 @@ async fn nothing_but_schema_migrate_changes_the_schema() {
     .fetch_one(p.db.pool())
     .await
     .expect("count");
-    assert_eq!(tables, 0, "no command but schema migrate created Cohort's tables");
+    assert_eq!(
+        tables, 0,
+        "no command but schema migrate created Cohort's tables"
+    );
     assert_success(&p.cohort(&["schema", "migrate"]));
     assert_success(&p.cohort(&["schema", "check"]));
     let out = p.cohort(&["schema", "migrate"]);
