@@ -159,9 +159,7 @@ impl Progress {
                 {
                     bar.finish_and_clear();
                 }
-                let strategy = summary
-                    .strategy
-                    .map_or("no rule", |s| s.as_str());
+                let strategy = summary.strategy.map_or("no rule", |s| s.as_str());
                 let rate = rate(summary.affected, elapsed);
                 let failed = if summary.error.is_some() {
                     ", FAILED"
