@@ -87,7 +87,11 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
         assert_eq!(before.installed_version, None);
         assert_eq!(
             before.missing_migrations,
-            vec![id(1, "cohort_tables"), id(2, "cohort_entity_fence")]
+            vec![
+                id(1, "cohort_tables"),
+                id(2, "cohort_entity_fence"),
+                id(3, "cohort_row_handlers")
+            ]
         );
 
         migrator(&schema).run(db.pool()).await.expect("migrate");
@@ -104,7 +108,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2], "schema {name:?}");
+        assert_eq!(applied, vec![1, 2, 3], "schema {name:?}");
     }
 }
 
@@ -115,7 +119,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 3);
+    assert_eq!(written.len(), 4);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -204,21 +208,23 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 2);
-    assert_eq!(at_1.missing_migrations, vec![id(2, "cohort_entity_fence")]);
-    // The missing migration is the one problem: what it adds is not listed again.
+    assert_eq!(at_1.required_version, 3);
+    let missing = vec![id(2, "cohort_entity_fence"), id(3, "cohort_row_handlers")];
+    assert_eq!(at_1.missing_migrations, missing);
+    // The missing migrations are the one problem: what they add is not listed again.
     assert_eq!(
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 2,
-            missing: vec![id(2, "cohort_entity_fence")],
+            required: 3,
+            missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 2: apply migration(s) 2 (cohort_entity_fence)"
+            "Cohort's schema is at version 1, this library needs 3: apply migration(s) \
+             2 (cohort_entity_fence), 3 (cohort_row_handlers)"
         ),
         "{at_1}"
     );
@@ -432,8 +438,17 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 2,
-                missing: vec![id(1, "cohort_tables"), id(2, "cohort_entity_fence")],
+                required: 3,
+                missing: vec![
+                    id(1, "cohort_tables"),
+                    id(2, "cohort_entity_fence"),
+                    id(3, "cohort_row_handlers")
+                ],
+            },
+            ReadinessProblem::WrongNullability {
+                table: "sweep_row_handler_status",
+                column: "detail_id",
+                expected_not_null: false,
             },
             ReadinessProblem::MissingFunction {
                 function: "retention_holds_entity_fence"
@@ -447,8 +462,8 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 2): \
-                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence)"
+            "no Cohort schema version is recorded on sweep_run (this library needs 3): \
+                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers)"
         ),
         "{report}"
     );
@@ -456,8 +471,10 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     // Migration 1 adopts them (it creates only what is missing), data and all.
     insert_ledger_and_holds(&db, "legacy", Uuid::new_v4()).await;
     let before = contents(&db, "legacy").await;
-    migrator(&legacy).run(db.pool()).await.expect("adopt");
-    assert_ready(&readiness(&db, &legacy).await);
+    migrator(&legacy)
+        .run_to(1, db.pool())
+        .await
+        .expect("adopt");
     assert_eq!(contents(&db, "legacy").await, before);
     let mut after = shape(&db, "legacy").await;
     after.retain(|r| !legacy_shape.contains(r));
@@ -465,6 +482,10 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         after.is_empty(),
         "migration 1 changed the legacy tables: {after:#?}"
     );
+    // The later migrations then apply as on any database at version 1.
+    migrator(&legacy).run(db.pool()).await.expect("upgrade");
+    assert_ready(&readiness(&db, &legacy).await);
+    assert_eq!(contents(&db, "legacy").await, before);
 }
 
 // contract: D2
@@ -472,7 +493,11 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
 async fn migration_2_reverts_to_version_1_and_reapplies() {
     let db = TestDb::new().await;
     let schema = SchemaName::new("retention").expect("valid");
-    migrator(&schema).run(db.pool()).await.expect("migrate");
+    // Migration 3 has no down (it lets a column hold NULL): revert 2 before it.
+    migrator(&schema)
+        .run_to(2, db.pool())
+        .await
+        .expect("migrate to 2");
     migrator(&schema)
         .undo(db.pool(), 1)
         .await
@@ -481,7 +506,7 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
     assert_eq!(report.installed_version, Some(1), "{report}");
     assert_eq!(
         report.missing_migrations,
-        vec![id(2, "cohort_entity_fence")]
+        vec![id(2, "cohort_entity_fence"), id(3, "cohort_row_handlers")]
     );
     let triggers: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
@@ -517,7 +542,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 3] = [
+    let expected: [(i64, MigrationType, &str); 4] = [
         (
             1,
             MigrationType::Simple,
@@ -532,6 +557,11 @@ fn published_migrations_never_change() {
             2,
             MigrationType::ReversibleDown,
             "7afc96ab39756875e933f1258ae1b591e73ffe8296b3228fa415dde5b7791f05343a6a31018f1e0ba437712bdc4eb233",
+        ),
+        (
+            3,
+            MigrationType::Simple,
+            "c961272fd6b9f23a400f10b1628a1538e8b67a8179a7fe187f3c064e85f7074948abd2b14543a8216752f363d5efc501",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
@@ -552,17 +582,17 @@ fn published_migrations_never_change() {
 #[tokio::test]
 async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is_no_version() {
     let (db, schema) = db_with_cohort("public").await;
-    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 3'")
+    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 4'")
         .await;
     let report = readiness(&db, &schema).await;
     assert!(report.is_ready(), "{report}");
-    assert_eq!(report.installed_version, Some(3));
+    assert_eq!(report.installed_version, Some(4));
     assert!(report.missing_migrations.is_empty());
     assert_eq!(
         report.warnings,
         vec![ReadinessWarning::NewerSchemaVersion {
-            installed: 3,
-            supported: 2
+            installed: 4,
+            supported: 3
         }]
     );
 
@@ -571,9 +601,9 @@ async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is
     let report = readiness(&db, &schema).await;
     assert!(!report.is_ready());
     assert_eq!(report.installed_version, None);
-    assert_eq!(report.missing_migrations.len(), 2);
+    assert_eq!(report.missing_migrations.len(), 3);
     // Re-applying the latest migration puts the marker back.
-    db.exec(&migrations(&schema)[1].up).await;
+    db.exec(&migrations(&schema)[2].up).await;
     assert_ready(&readiness(&db, &schema).await);
 }
 

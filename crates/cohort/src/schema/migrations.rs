@@ -32,7 +32,7 @@ pub(super) struct MigrationInfo {
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 2] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 3] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -43,11 +43,16 @@ pub(super) const MIGRATIONS: [MigrationInfo; 2] = [
         name: "cohort_entity_fence",
         summary: "the entity fence trigger on retention_holds",
     },
+    MigrationInfo {
+        version: 3,
+        name: "cohort_row_handlers",
+        summary: "the row-handler queue: dead letters without a row detail, one delivery per row at a time",
+    },
 ];
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -280,12 +285,17 @@ mod tests {
             [
                 "0001_cohort_tables.sql",
                 "0002_cohort_entity_fence.up.sql",
-                "0002_cohort_entity_fence.down.sql"
+                "0002_cohort_entity_fence.down.sql",
+                "0003_cohort_row_handlers.sql"
             ]
         );
         assert_eq!(
             names(Layout::Refinery),
-            ["V1__cohort_tables.sql", "V2__cohort_entity_fence.sql"]
+            [
+                "V1__cohort_tables.sql",
+                "V2__cohort_entity_fence.sql",
+                "V3__cohort_row_handlers.sql"
+            ]
         );
     }
 
@@ -298,7 +308,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 3);
+        assert_eq!(first.len(), 4);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

@@ -714,11 +714,12 @@ fn judge_table(
                         found: ty.clone(),
                     });
                 }
-                if *not_null != c.not_null {
+                let expected = super::spec::not_null_through(t, c, judged_through);
+                if *not_null != expected {
                     report.problems.push(ReadinessProblem::WrongNullability {
                         table: t,
                         column: c.name,
-                        expected_not_null: c.not_null,
+                        expected_not_null: expected,
                     });
                 }
             }
