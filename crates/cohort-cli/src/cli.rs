@@ -48,6 +48,7 @@ pub(crate) struct Cli {
 
 /// Options every subcommand takes.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct Global {
     /// The settings file [default: cohort.toml, when it exists].
     #[arg(long, global = true, value_name = "FILE")]
