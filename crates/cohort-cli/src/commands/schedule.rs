@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use cohort::{Period, Strategy};
+use serde::Serialize;
 
 use super::Ctx;
 use crate::cli::ScheduleArgs;
@@ -267,9 +268,98 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
     }
 }
 
+/// `schedule --json`: the same facts, structured.
+#[derive(Debug, Serialize)]
+struct ScheduleJson {
+    categories: Vec<CategoryJson>,
+    exempt: Vec<ExemptJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct CategoryJson {
+    category: String,
+    tables: Vec<String>,
+    strategy: &'static str,
+    period: String,
+    legal_minimum: Option<String>,
+    capabilities: Vec<&'static str>,
+    per_row_audit: bool,
+    source: Option<String>,
+    reason: Option<String>,
+    overrides: Vec<OverrideJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct OverrideJson {
+    applies_to: String,
+    strategy: &'static str,
+    period: String,
+    legal_minimum: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ExemptJson {
+    table: String,
+    reason: String,
+}
+
+fn json(model: &Model, default_schema: &str) -> ScheduleJson {
+    let lm = |r: &RuleSpec| r.legal_minimum.map(|p| p.to_string());
+    ScheduleJson {
+        categories: model
+            .rules
+            .iter()
+            .map(|r| CategoryJson {
+                category: r.category.clone(),
+                tables: model
+                    .entities
+                    .iter()
+                    .filter(|e| e.category == r.category)
+                    .map(|e| table_name(e, default_schema))
+                    .collect(),
+                strategy: r.base.strategy.as_str(),
+                period: r.base.period.to_string(),
+                legal_minimum: lm(&r.base),
+                capabilities: r.capabilities.iter().map(|s| s.as_str()).collect(),
+                per_row_audit: r.base.per_row_audit,
+                source: r.base.source.clone(),
+                reason: r.base.reason.clone(),
+                overrides: r
+                    .overrides
+                    .iter()
+                    .map(|o| {
+                        let eff = o.apply(&r.base);
+                        OverrideJson {
+                            applies_to: o.selector.to_string(),
+                            strategy: eff.strategy.as_str(),
+                            period: eff.period.to_string(),
+                            legal_minimum: lm(&eff),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect(),
+        exempt: model
+            .exempt
+            .iter()
+            .map(|x| ExemptJson {
+                table: format!(
+                    "{}.{}",
+                    x.schema.as_deref().unwrap_or(default_schema),
+                    x.table
+                ),
+                reason: x.reason.clone(),
+            })
+            .collect(),
+    }
+}
+
 /// `schedule`.
 pub(crate) fn run(ctx: &Ctx, args: &ScheduleArgs) -> CliResult {
     let model = ctx.model()?;
+    if ctx.json() {
+        return output::json(&json(&model, &ctx.settings.default_table_schema));
+    }
     let text = render(&model, &args.title, &ctx.settings.default_table_schema);
     match &args.output {
         Some(path) => {

@@ -34,6 +34,20 @@ async fn schedule_documents_every_category_from_the_model() {
     }
     insta::assert_snapshot!("schedule_markdown", md);
 
+    // --json: the same facts for scripts.
+    let out = run(command_in(&p.dir, None, &["schedule", "--json"]));
+    assert_success(&out);
+    insta::assert_snapshot!("schedule_json", stdout(&out));
+    let v = json(&out);
+    assert_eq!(v["categories"][0]["category"], "accounts");
+    assert_eq!(v["categories"][0]["period"], "P2Y");
+    assert_eq!(
+        v["categories"][0]["overrides"][0]["applies_to"],
+        "jurisdiction DE"
+    );
+    assert_eq!(v["categories"][0]["overrides"][0]["period"], "P1Y");
+    assert_eq!(v["exempt"][0]["table"], "public.countries");
+
     // --output writes the same document to a file.
     let out = run(command_in(
         &p.dir,
