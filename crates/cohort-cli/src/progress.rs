@@ -118,12 +118,11 @@ impl Progress {
                         let bar = m.add(ProgressBar::new_spinner());
                         bar.set_style(
                             ProgressStyle::with_template(
-                                "{spinner} {prefix:<24} {pos:>10} rows {msg}  {per_sec:>14}  {elapsed}",
+                                "{spinner} {prefix:<24} {pos:>10} rows changed  {msg:>14}  {elapsed}",
                             )
                             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                         );
                         bar.set_prefix(name.clone());
-                        bar.set_message("changed");
                         bar.enable_steady_tick(Duration::from_millis(120));
                         bar
                     }),
@@ -135,6 +134,7 @@ impl Progress {
                 e.total = *total_affected;
                 if let Some(bar) = &e.bar {
                     bar.set_position(*total_affected);
+                    bar.set_message(format!("{} rows/s", rate(e.total, e.started.elapsed())));
                 } else if e.last_log.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
                     e.last_log = Some(Instant::now());
                     let rate = rate(e.total, e.started.elapsed());

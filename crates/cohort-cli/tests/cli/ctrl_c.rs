@@ -211,3 +211,58 @@ async fn a_second_ctrl_c_exits_at_once() {
         .expect("count");
     assert_eq!(left, ROWS);
 }
+
+// contract: K4
+// On a terminal: a live line per table with rows done and rows/s (drawn by
+// indicatif on stderr). `script` gives the command a pseudo-terminal; where
+// util-linux's `script` is missing the test says so and checks nothing.
+#[tokio::test]
+async fn on_a_terminal_progress_is_a_live_line_per_table() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        eprintln!("no util-linux `script`: the terminal display is not checked here");
+        return;
+    }
+    let p = Project::new().await;
+    setup(&p).await;
+    let shell = format!(
+        "'{}' sweep --tenant {TENANT} > /dev/null",
+        env!("CARGO_BIN_EXE_cohort").replace('\'', "'\\''")
+    );
+    let mut c = std::process::Command::new("script");
+    c.args(["-qec", &shell, "/dev/null"])
+        .current_dir(&p.dir)
+        .env("DATABASE_URL", p.db.url())
+        .env("COHORT_BATCH_SIZE", "20")
+        .stdin(Stdio::null());
+    for v in SETTINGS_VARS {
+        if *v != "COHORT_BATCH_SIZE" {
+            c.env_remove(v);
+        }
+    }
+    let out = c.output().expect("run script");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let screen = String::from_utf8_lossy(&out.stdout);
+    // Redrawn in place (erase-line escapes), with the table, rows and rate.
+    assert!(screen.contains("\u{1b}[2K"), "{screen}");
+    let live = screen.split(['\r', '\n']).find(|l| {
+        l.contains("events")
+            && l.contains("rows changed")
+            && l.contains("rows/s")
+            && !l.contains("done:")
+    });
+    assert!(live.is_some(), "no live line in:\n{screen}");
+    assert!(screen.contains("settled: Succeeded"), "{screen}");
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(p.db.pool())
+        .await
+        .expect("count");
+    assert_eq!(left, 0);
+}
