@@ -242,3 +242,101 @@ async fn overrides_conventions_and_built_in_anonymisers_work_like_the_derive() {
     assert_eq!(row.2.as_deref(), Some("******34"));
     assert!(row.3, "anonymised_at stamped (found by convention)");
 }
+
+// contract: K2
+// Tenantless tables, explicit role columns, soft-delete (refused for
+// erasure unless accepted, as the library decides) and per-row audit, all
+// from the file.
+#[tokio::test]
+async fn tenantless_tables_explicit_roles_and_soft_delete_erasure() {
+    let p = Project::new().await;
+    assert_success(&p.cohort(&["schema", "migrate"]));
+    p.db.exec(
+        "CREATE TABLE announcements (ref text PRIMARY KEY, author text NOT NULL, published timestamptz, \
+                                     hidden boolean NOT NULL DEFAULT false, hidden_at timestamptz); \
+         CREATE INDEX announcements_published ON announcements (published); \
+         CREATE INDEX announcements_author ON announcements (author); \
+         INSERT INTO announcements VALUES ('a-1', 'ann', '2020-01-01T00:00:00Z'), ('a-2', 'ann', '2029-12-31T00:00:00Z'), \
+                                          ('a-3', 'bob', '2020-01-01T00:00:00Z'), ('a-4', 'bob', NULL);",
+    )
+    .await;
+    p.write(
+        "cohort-model.toml",
+        r#"
+[[entity]]
+name = "Announcement"
+id = "5d0c1c2e-8f6b-4c55-9d1e-2f7b6a9c3e10"
+table = "announcements"
+category = "announcements"
+anchor = "published"
+record_id = "ref"
+tenantless = true
+soft_delete = "hidden"
+deleted_at = "hidden_at"
+erasure_subjects = ["author"]
+
+[rules.announcements]
+strategy = "soft-delete"
+period = "90 days"
+audit = "per-row"
+"#,
+    );
+    let now = "2030-01-01T00:00:00Z";
+    let out = p.cohort(&["preview", "--tenantless", "--now", now, "--json"]);
+    assert_success(&out);
+    let v = json(&out);
+    assert_eq!(v["tenant_id"], serde_json::Value::Null);
+    assert_eq!(v["entries"][0]["entity"], "Announcement");
+    assert_eq!(v["entries"][0]["eligible"], 2);
+    assert_eq!(v["entries"][0]["null_anchor"], 1);
+
+    // Erasure of a soft-delete category is refused unless accepted.
+    let out = p.cohort(&["erase", "--tenantless", "--subject", "bob", "--now", now]);
+    assert_code(&out, 1);
+    assert!(stderr(&out).contains("SoftDelete"), "{}", stderr(&out));
+    let out = p.cohort(&[
+        "erase",
+        "--tenantless",
+        "--subject",
+        "bob",
+        "--allow-soft-delete",
+        "--now",
+        now,
+        "--json",
+    ]);
+    assert_success(&out);
+    assert_eq!(
+        json(&out)["affected"],
+        2,
+        "bob's rows, NULL anchor included (no legal minimum)"
+    );
+
+    let out = p.cohort(&["sweep", "--tenantless", "--now", now, "--json"]);
+    assert_success(&out);
+    assert_eq!(json(&out)["affected"], 1, "ann's old announcement");
+    let hidden: Vec<(String, bool, bool)> =
+        sqlx::query_as("SELECT ref, hidden, hidden_at IS NOT NULL FROM announcements ORDER BY ref")
+            .fetch_all(p.db.pool())
+            .await
+            .expect("rows");
+    assert_eq!(
+        hidden,
+        vec![
+            ("a-1".into(), true, true),
+            ("a-2".into(), false, false),
+            ("a-3".into(), true, true),
+            ("a-4".into(), true, true),
+        ]
+    );
+    // Per-row audit: the ledger names each row, for the tenantless nil tenant.
+    let out = p.cohort(&["runs", "show", "latest", "--rows", "10", "--json"]);
+    assert_success(&out);
+    let v = json(&out);
+    assert_eq!(
+        v["run"]["tenant_id"],
+        "00000000-0000-0000-0000-000000000000"
+    );
+    assert_eq!(v["row_details"], 1);
+    assert_eq!(v["rows"][0]["record_id"], "a-1");
+    assert_eq!(v["rows"][0]["action"], "SoftDelete");
+}
