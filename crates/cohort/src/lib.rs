@@ -57,6 +57,10 @@ pub mod __private {
         retained,
     };
     pub use uuid::Uuid;
+
+    /// Registers a descriptor built at run time (the `cohort` command's
+    /// model file).
+    pub use crate::cohort::register_descriptor;
 }
 
 /// The model guide (`docs/model.md`), compiled as doctests.

@@ -1,0 +1,374 @@
+//! The command line: every subcommand, its flags and its `--help`.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, FixedOffset};
+use clap::{ArgAction, Args, Parser, Subcommand};
+use uuid::Uuid;
+
+use crate::error::EXIT_CODES_HELP;
+
+/// Cohort: data retention for any PostgreSQL application, driven by a TOML
+/// model file.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cohort",
+    version,
+    about = "Data retention for PostgreSQL: preview, sweep, erase, legal holds and an audit ledger, driven by a TOML model file",
+    after_help = concat!(
+        "Examples:\n",
+        "  cohort demo                               # the whole story on a throwaway database\n",
+        "  cohort init                               # write cohort.toml and cohort-model.toml\n",
+        "  cohort schema migrate                     # install Cohort's tables (only when asked)\n",
+        "  cohort validate                           # check the model against the live database\n",
+        "  cohort preview --tenant 2b0c…             # what a sweep would do\n",
+        "  cohort sweep --tenant 2b0c…               # do it, with progress; Ctrl-C cancels cleanly\n",
+        "\n",
+        "Settings come from cohort.toml (or --config) and COHORT_* environment variables\n",
+        "(the environment wins); the database from --database-url, else DATABASE_URL,\n",
+        "else database_url in the settings. Passwords are never printed.\n",
+        "\n",
+        "Exit codes:\n",
+        "  0    success\n",
+        "  1    error (database, settings or model file, a run that ended Failed or PartiallyFailed)\n",
+        "  2    usage error (unknown command or flag, malformed value)\n",
+        "  3    a check failed (schema check: not ready; validate: problems found;\n",
+        "       coverage --fail-on-unclassified: unclassified tables)\n",
+        "  130  interrupted by Ctrl-C (the run ended Cancelled; a second Ctrl-C exits at once)"
+    )
+)]
+pub(crate) struct Cli {
+    /// Options every subcommand takes.
+    #[command(flatten)]
+    pub(crate) global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
+pub(crate) struct Global {
+    /// The settings file [default: cohort.toml, when it exists].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// The model file [default: `model` in the settings, else cohort-model.toml].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) model: Option<PathBuf>,
+    /// The database [default: DATABASE_URL, else `database_url` in the settings].
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) database_url: Option<String>,
+    /// Print JSON on stdout instead of tables (stable field names, see docs/cli.md).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// More log output on stderr (-v: info, -vv: debug).
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub(crate) verbose: u8,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Write a starter cohort.toml and model file in the current directory.
+    #[command(after_help = after("  cohort init\n  cohort init --model retention/model.toml --force"))]
+    Init(InitArgs),
+    /// Cohort's own tables: print, check or apply the migrations.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+    /// Check the model file, then the model against the live database.
+    #[command(after_help = after(
+        "  cohort validate\n  cohort validate --offline          # the file only, no database\n  cohort validate --json"
+    ))]
+    Validate(ValidateArgs),
+    /// Count what a sweep would change, per retained table; changes nothing.
+    #[command(after_help = after(
+        "  cohort preview --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21\n  cohort preview --tenantless --now 2026-01-01T00:00:00Z --json"
+    ))]
+    Preview(ScopeArgs),
+    /// Apply each category's rule to the rows old enough, in committed batches.
+    #[command(after_help = after(
+        "  cohort sweep --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21\n  cohort sweep --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 --dry-run\n\nProgress per table (rows done, rows/s) on a terminal, log lines otherwise.\nCtrl-C stops after the current batch (the run ends Cancelled); a second Ctrl-C exits at once."
+    ))]
+    Sweep(SweepArgs),
+    /// Erase one data subject's rows in a tenant (right to erasure).
+    #[command(after_help = after(
+        "  cohort erase --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 --subject 9f1c0d4e-4d7e-4a59-8f0b-3f2b1c0d9e8a --dry-run\n  cohort erase --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 --subject ann@example.org"
+    ))]
+    Erase(EraseArgs),
+    /// Legal holds: add, list, remove, prune.
+    #[command(subcommand)]
+    Holds(HoldsCommand),
+    /// The audit ledger: list runs, show one.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Classify every table of the database: retained, exempt or unclassified.
+    #[command(after_help = after(
+        "  cohort coverage\n  cohort coverage --fail-on-unclassified     # a CI gate: exit 3 when a table is unclassified"
+    ))]
+    Coverage(CoverageArgs),
+    /// Write the retention schedule (Markdown) from the model and its rules.
+    #[command(after_help = after("  cohort schedule > docs/retention-schedule.md\n  cohort schedule --output schedule.md"))]
+    Schedule(ScheduleArgs),
+    /// Walk preview, hold, sweep, erasure and the ledger on a throwaway database.
+    #[command(after_help = after(
+        "  cargo run -p cohort-cli -- demo\n  cohort demo --keep              # keep the database to look around\n\nUses DATABASE_URL (a server where it may create databases), else a server on\n127.0.0.1:5432, else starts a private throwaway cluster with initdb/pg_ctl."
+    ))]
+    Demo(DemoArgs),
+}
+
+/// The exit-code table after each subcommand's examples.
+fn after(examples: &str) -> String {
+    format!("Examples:\n{examples}\n\n{EXIT_CODES_HELP}")
+}
+
+/// `init`.
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    /// Overwrite files that exist.
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
+/// `validate`.
+#[derive(Debug, Args)]
+pub(crate) struct ValidateArgs {
+    /// Check the file only; do not connect to the database.
+    #[arg(long)]
+    pub(crate) offline: bool,
+}
+
+/// `schema ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SchemaCommand {
+    /// Print Cohort's migrations (SQL) for your migration tool.
+    #[command(after_help = after("  cohort schema sql > migrations/cohort.sql\n  COHORT_SCHEMA=retention cohort schema sql --json"))]
+    Sql,
+    /// Check that Cohort's tables are installed and current (readiness).
+    #[command(after_help = after("  cohort schema check\n  cohort schema check --json"))]
+    Check,
+    /// Apply the migrations the database lacks. Nothing else changes the schema.
+    #[command(after_help = after("  cohort schema migrate"))]
+    Migrate,
+}
+
+/// Which rows: one tenant or the tenantless tables, at which time.
+#[derive(Debug, Args)]
+pub(crate) struct ScopeArgs {
+    /// The tenant (its id in the tables' tenant columns).
+    #[arg(
+        long,
+        value_name = "UUID",
+        required_unless_present = "tenantless",
+        conflicts_with = "tenantless"
+    )]
+    pub(crate) tenant: Option<Uuid>,
+    /// The tables marked tenantless instead of a tenant's rows.
+    #[arg(long)]
+    pub(crate) tenantless: bool,
+    /// The tenant's jurisdiction, for rules with per-jurisdiction overrides.
+    #[arg(long, value_name = "CODE", requires = "tenant")]
+    pub(crate) jurisdiction: Option<String>,
+    /// A tag of the tenant, for rules with per-tag overrides (repeatable).
+    #[arg(long = "tag", value_name = "TAG", requires = "tenant")]
+    pub(crate) tags: Vec<String>,
+    /// The logical time, RFC 3339 [default: now].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) now: Option<DateTime<FixedOffset>>,
+}
+
+/// `sweep`.
+#[derive(Debug, Args)]
+pub(crate) struct SweepArgs {
+    /// Which rows.
+    #[command(flatten)]
+    pub(crate) scope: ScopeArgs,
+    /// Count and write the ledger, but change no row.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+/// `erase`.
+#[derive(Debug, Args)]
+pub(crate) struct EraseArgs {
+    /// Which rows.
+    #[command(flatten)]
+    pub(crate) scope: ScopeArgs,
+    /// The data subject, as the text of the value in the erasure-subject columns.
+    #[arg(long, value_name = "ID")]
+    pub(crate) subject: String,
+    /// Count and write the ledger, but change no row.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Accept soft-delete as erasure for categories that resolve to it.
+    #[arg(long)]
+    pub(crate) allow_soft_delete: bool,
+}
+
+/// `holds ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum HoldsCommand {
+    /// Put a legal hold on one row.
+    #[command(after_help = after(
+        "  cohort holds add --entity users --record 42 --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 \\\n      --reason \"Litigation hold - case #12345\" --expires 2027-01-01T00:00:00Z"
+    ))]
+    Add(HoldsAddArgs),
+    /// List the holds active at a time (default: now).
+    #[command(after_help = after("  cohort holds list\n  cohort holds list --entity users --json"))]
+    List(HoldsListArgs),
+    /// Remove a hold (it stops protecting from then on).
+    #[command(after_help = after("  cohort holds remove 7d1f0f5e-0c3b-4d8e-9a1b-2c3d4e5f6a7b"))]
+    Remove(HoldsRemoveArgs),
+    /// Delete holds inactive for longer than `inactive_hold_retention`.
+    #[command(after_help = after("  COHORT_INACTIVE_HOLD_RETENTION=31536000 cohort holds prune"))]
+    Prune,
+}
+
+/// `holds add`.
+#[derive(Debug, Args)]
+pub(crate) struct HoldsAddArgs {
+    /// The retained table: its name in the model, or its retained-entity id.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) entity: String,
+    /// The row's record id, as text.
+    #[arg(long, value_name = "ID")]
+    pub(crate) record: String,
+    /// The row's tenant (not for tenantless tables).
+    #[arg(long, value_name = "UUID")]
+    pub(crate) tenant: Option<Uuid>,
+    /// Why the row is held.
+    #[arg(long)]
+    pub(crate) reason: String,
+    /// When the hold stops protecting, RFC 3339 [default: never, until removed].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) expires: Option<DateTime<FixedOffset>>,
+    /// The hold's id [default: a new random UUID].
+    #[arg(long, value_name = "UUID")]
+    pub(crate) hold_id: Option<Uuid>,
+}
+
+/// `holds list`.
+#[derive(Debug, Args)]
+pub(crate) struct HoldsListArgs {
+    /// Only holds of this retained table (name or id).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) entity: Option<String>,
+    /// Only holds of this tenant.
+    #[arg(long, value_name = "UUID")]
+    pub(crate) tenant: Option<Uuid>,
+    /// Active at this time, RFC 3339 [default: now].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) as_of: Option<DateTime<FixedOffset>>,
+}
+
+/// `holds remove`.
+#[derive(Debug, Args)]
+pub(crate) struct HoldsRemoveArgs {
+    /// The hold's id.
+    pub(crate) hold_id: Uuid,
+    /// When it stops protecting, RFC 3339 [default: now].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) at: Option<DateTime<FixedOffset>>,
+}
+
+/// `runs ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// The latest runs, newest first.
+    #[command(after_help = after("  cohort runs list\n  cohort runs list --status Cancelled --limit 5 --json"))]
+    List(RunsListArgs),
+    /// One run: its status and one summary per table.
+    #[command(after_help = after("  cohort runs show 0b6a3c9e-1f2d-4e5f-8a9b-0c1d2e3f4a5b\n  cohort runs show latest --rows 20"))]
+    Show(RunsShowArgs),
+}
+
+/// `runs list`.
+#[derive(Debug, Args)]
+pub(crate) struct RunsListArgs {
+    /// At most this many runs.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) limit: i64,
+    /// Only runs with this status (Started, Succeeded, PartiallyFailed, Failed, Cancelled).
+    #[arg(long)]
+    pub(crate) status: Option<String>,
+    /// Only runs of this kind (Sweep, Erasure).
+    #[arg(long)]
+    pub(crate) kind: Option<String>,
+    /// Only runs of this tenant (the nil UUID for tenantless runs).
+    #[arg(long, value_name = "UUID")]
+    pub(crate) tenant: Option<Uuid>,
+}
+
+/// `runs show`.
+#[derive(Debug, Args)]
+pub(crate) struct RunsShowArgs {
+    /// The run's id, or `latest`.
+    pub(crate) run: String,
+    /// Also list up to this many per-row audit records.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) rows: i64,
+}
+
+/// `coverage`.
+#[derive(Debug, Args)]
+pub(crate) struct CoverageArgs {
+    /// Exit with code 3 when any table is unclassified (a CI gate).
+    #[arg(long)]
+    pub(crate) fail_on_unclassified: bool,
+}
+
+/// `schedule`.
+#[derive(Debug, Args)]
+pub(crate) struct ScheduleArgs {
+    /// Write to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+    /// The document's title.
+    #[arg(long, default_value = "Retention schedule")]
+    pub(crate) title: String,
+}
+
+/// `demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Keep the demo database instead of dropping it (its URL is printed).
+    #[arg(long)]
+    pub(crate) keep: bool,
+}
+
+/// An RFC 3339 time (`2026-01-01T00:00:00Z`, `2026-01-01T02:00:00+02:00`).
+fn parse_time(s: &str) -> Result<DateTime<FixedOffset>, String> {
+    DateTime::parse_from_rfc3339(s.trim()).map_err(|e| {
+        format!("{s:?} is not an RFC 3339 time ({e}); write for example 2026-01-01T00:00:00Z")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_has_help_with_an_example_and_the_exit_codes() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut stack: Vec<clap::Command> = cmd.get_subcommands().cloned().collect();
+        while let Some(mut c) = stack.pop() {
+            if c.get_name() == "help" {
+                continue;
+            }
+            let subs: Vec<clap::Command> = c.get_subcommands().cloned().collect();
+            if subs.is_empty() {
+                let help = c.render_long_help().to_string();
+                assert!(help.contains("Examples:"), "{}", c.get_name());
+                assert!(help.contains("130"), "{}", c.get_name());
+            }
+            stack.extend(subs);
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! `cohort`: Cohort's retention engine for any PostgreSQL application,
+//! driven by a TOML model file. See `docs/cli.md`.
+
+mod anonymisers;
+mod cli;
+mod commands;
+mod db;
+mod error;
+mod model;
+mod output;
+mod progress;
+mod sample;
+mod settings;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    // clap exits by itself: 0 for --help and --version, 2 for usage errors.
+    let cli = cli::Cli::parse();
+    let default_level = match cli.global.verbose {
+        0 => "error",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter =
+        EnvFilter::try_from_env("COHORT_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return error::exit(error::code::ERROR);
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => error::exit(code),
+        Err(e) => {
+            eprintln!("{}", error::Shown(&e));
+            error::exit(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Settings: `cohort.toml`, then `COHORT_*` environment variables (the
+//! environment wins), then the command line for the few flags that exist.
+//! The database URL comes from `--database-url`, else `DATABASE_URL`, else
+//! `database_url` in the settings (`COHORT_DATABASE_URL`).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use serde::{Deserialize, Deserializer};
+
+use crate::error::{CliError, CliResult};
+
+/// The settings file read when `--config` is not given (if it exists).
+pub(crate) const DEFAULT_SETTINGS_FILE: &str = "cohort.toml";
+
+/// The model file used when neither the settings nor `--model` name one.
+pub(crate) const DEFAULT_MODEL_FILE: &str = "cohort-model.toml";
+
+/// The keys the environment may set, as `COHORT_<KEY>` (nested keys with
+/// `__`: `COHORT_CONVENTIONS__TENANT`). Other `COHORT_*` variables (the test
+/// harness's, for example) are not settings and are ignored.
+pub(crate) const ENV_KEYS: &[&str] = &[
+    "database_url",
+    "model",
+    "schema",
+    "default_table_schema",
+    "batch_size",
+    "lock_wait",
+    "fence_wait",
+    "observer_timeout",
+    "settle_timeout",
+    "inactive_hold_retention",
+    "hash_key",
+    "conventions.record_id",
+    "conventions.tenant",
+    "conventions.soft_delete",
+    "conventions.deleted_at",
+    "conventions.anonymised_at",
+];
+
+/// Everything the command can be configured with. Field names are the keys
+/// of `cohort.toml` and, upper-cased with the `COHORT_` prefix, of the
+/// environment.
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Settings {
+    /// The database (lowest priority: `DATABASE_URL` and `--database-url` win).
+    #[serde(deserialize_with = "stringish_opt")]
+    pub(crate) database_url: Option<String>,
+    /// The model file, relative to the current directory.
+    #[serde(deserialize_with = "stringish_path")]
+    pub(crate) model: PathBuf,
+    /// The schema of Cohort's own tables.
+    #[serde(deserialize_with = "stringish")]
+    pub(crate) schema: String,
+    /// The schema of retained tables whose model entry names none.
+    #[serde(deserialize_with = "stringish")]
+    pub(crate) default_table_schema: String,
+    /// Rows per committed batch.
+    pub(crate) batch_size: u32,
+    /// Seconds a range statement waits for a locked row.
+    pub(crate) lock_wait: f64,
+    /// Seconds a batch waits for its type's entity fence.
+    pub(crate) fence_wait: f64,
+    /// Seconds an observer (the progress display) may take per event.
+    pub(crate) observer_timeout: f64,
+    /// Seconds after which a run still `Started` whose owner is gone is
+    /// settled.
+    pub(crate) settle_timeout: f64,
+    /// Seconds inactive holds are kept before `holds prune` deletes them
+    /// (unset: forever).
+    pub(crate) inactive_hold_retention: Option<f64>,
+    /// The key of the `hash` anonymiser (HMAC-SHA256). Never printed.
+    #[serde(deserialize_with = "stringish_opt")]
+    pub(crate) hash_key: Option<String>,
+    /// Field-name conventions for role columns.
+    pub(crate) conventions: cohort::Conventions,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let o = cohort::Options::default();
+        Settings {
+            database_url: None,
+            model: PathBuf::from(DEFAULT_MODEL_FILE),
+            schema: o.schema,
+            default_table_schema: o.default_table_schema,
+            batch_size: o.batch_size,
+            lock_wait: o.lock_wait.as_secs_f64(),
+            fence_wait: o.fence_wait.as_secs_f64(),
+            observer_timeout: o.observer_timeout.as_secs_f64(),
+            settle_timeout: o.settle_timeout.as_secs_f64(),
+            inactive_hold_retention: o.inactive_hold_retention.map(|d| d.as_secs_f64()),
+            hash_key: None,
+            conventions: o.conventions,
+        }
+    }
+}
+
+impl fmt::Debug for Settings {
+    /// Never shows the database password or the hash key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(crate::db::redact_url),
+            )
+            .field("model", &self.model)
+            .field("schema", &self.schema)
+            .field("default_table_schema", &self.default_table_schema)
+            .field("batch_size", &self.batch_size)
+            .field("hash_key", &self.hash_key.as_ref().map(|_| "***"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Environment values are parsed as TOML values by figment (`COHORT_SCHEMA=2024`
+/// is a number); names and keys are text whatever they look like.
+fn stringish<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        S(String),
+        I(i64),
+        U(u64),
+        F(f64),
+        B(bool),
+    }
+    Ok(match Raw::deserialize(d)? {
+        Raw::S(s) => s,
+        Raw::I(i) => i.to_string(),
+        Raw::U(u) => u.to_string(),
+        Raw::F(f) => f.to_string(),
+        Raw::B(b) => b.to_string(),
+    })
+}
+
+fn stringish_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    stringish(d).map(Some)
+}
+
+fn stringish_path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    stringish(d).map(PathBuf::from)
+}
+
+/// Reads the settings file (the one given, else `cohort.toml` if present)
+/// and the environment.
+pub(crate) fn load(config: Option<&Path>) -> CliResult<Settings> {
+    let file = match config {
+        Some(path) => {
+            if !path.is_file() {
+                return Err(CliError::Settings(format!(
+                    "the settings file {} does not exist (run `cohort init` to write one)",
+                    path.display()
+                )));
+            }
+            Some(path.to_path_buf())
+        }
+        None => {
+            let default = PathBuf::from(DEFAULT_SETTINGS_FILE);
+            default.is_file().then_some(default)
+        }
+    };
+    let mut figment = Figment::new();
+    if let Some(file) = &file {
+        figment = figment.merge(Toml::file_exact(file));
+    }
+    figment = figment.merge(
+        Env::prefixed("COHORT_")
+            .split("__")
+            .only(ENV_KEYS)
+            // Keys are matched without regard to case; figment lowercases them.
+            .lowercase(true),
+    );
+    let settings: Settings = figment.extract().map_err(|e| {
+        let mut lines = Vec::new();
+        for err in e {
+            lines.push(redact_figment_error(&err.to_string()));
+        }
+        CliError::Settings(lines.join("; "))
+    })?;
+    Ok(settings)
+}
+
+/// Figment's messages may quote the offending value: never a URL's password
+/// or the hash key.
+fn redact_figment_error(message: &str) -> String {
+    message
+        .split(' ')
+        .map(|word| {
+            if word.contains("://") {
+                crate::db::redact_url(word.trim_matches(|c| c == '"' || c == '`'))
+            } else {
+                word.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn seconds(name: &'static str, value: f64) -> CliResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|e| {
+        CliError::Settings(format!(
+            "{name} = {value}: {e}; give a number of seconds (0.5, 30)"
+        ))
+    })
+}
+
+impl Settings {
+    /// The library's options from these settings; the library validates
+    /// their ranges when the handle is built.
+    pub(crate) fn options(&self) -> CliResult<cohort::Options> {
+        // Built from the defaults so options the library adds later keep
+        // their default values (today every field is set: `allow`, not
+        // `expect`, so a new field does not turn this into a warning).
+        #[allow(clippy::needless_update)]
+        let o = cohort::Options {
+            schema: self.schema.clone(),
+            default_table_schema: self.default_table_schema.clone(),
+            batch_size: self.batch_size,
+            lock_wait: seconds("lock_wait", self.lock_wait)?,
+            fence_wait: seconds("fence_wait", self.fence_wait)?,
+            observer_timeout: seconds("observer_timeout", self.observer_timeout)?,
+            settle_timeout: seconds("settle_timeout", self.settle_timeout)?,
+            inactive_hold_retention: self
+                .inactive_hold_retention
+                .map(|s| seconds("inactive_hold_retention", s))
+                .transpose()?,
+            conventions: self.conventions.clone(),
+            ..cohort::Options::default()
+        };
+        let problems = o.validate();
+        if !problems.is_empty() {
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            return Err(CliError::Settings(lines.join("; ")));
+        }
+        Ok(o)
+    }
+
+    /// Cohort's schema, validated.
+    pub(crate) fn schema_name(&self) -> CliResult<cohort::schema::SchemaName> {
+        cohort::schema::SchemaName::new(&self.schema)
+            .map_err(|e| CliError::Settings(format!("schema: {e}")))
+    }
+
+    /// The database URL: `--database-url`, else `DATABASE_URL`, else the
+    /// settings' `database_url`.
+    pub(crate) fn database_url(&self, flag: Option<&str>) -> CliResult<String> {
+        if let Some(url) = flag {
+            return Ok(url.to_owned());
+        }
+        if let Ok(url) = std::env::var("DATABASE_URL")
+            && !url.is_empty()
+        {
+            return Ok(url);
+        }
+        self.database_url.clone().ok_or(CliError::NoDatabase)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_debug_form_hides_secrets() {
+        let s = Settings {
+            database_url: Some("postgres://ann:s3cret@db/app".into()),
+            hash_key: Some("k3y".into()),
+            ..Settings::default()
+        };
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(!shown.contains("k3y"), "{shown}");
+    }
+
+    #[test]
+    fn figment_errors_lose_passwords() {
+        let m = redact_figment_error("invalid value \"postgres://a:pw@h/d\" for key");
+        assert!(!m.contains("pw@"), "{m}");
+    }
+
+    #[test]
+    fn defaults_are_the_librarys() {
+        let o = Settings::default().options().expect("valid defaults");
+        assert_eq!(o, cohort::Options::default());
+    }
+}

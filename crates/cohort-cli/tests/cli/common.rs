@@ -1,0 +1,138 @@
+//! Running the binary in a directory of its own against a test database.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use cohort_testdb::TestDb;
+
+/// The `COHORT_*` settings a test's environment might carry: removed from
+/// every run so only what the test sets counts.
+pub(crate) const SETTINGS_VARS: &[&str] = &[
+    "COHORT_DATABASE_URL",
+    "COHORT_MODEL",
+    "COHORT_SCHEMA",
+    "COHORT_DEFAULT_TABLE_SCHEMA",
+    "COHORT_BATCH_SIZE",
+    "COHORT_LOCK_WAIT",
+    "COHORT_FENCE_WAIT",
+    "COHORT_OBSERVER_TIMEOUT",
+    "COHORT_SETTLE_TIMEOUT",
+    "COHORT_INACTIVE_HOLD_RETENTION",
+    "COHORT_HASH_KEY",
+    "COHORT_LOG",
+];
+
+/// The sample application's tables (the demo's).
+pub(crate) const SAMPLE_TABLES: &str = include_str!("../../src/sample_tables.sql");
+
+/// A fresh database and a working directory with a model file.
+pub(crate) struct Project {
+    pub(crate) db: TestDb,
+    pub(crate) dir: PathBuf,
+}
+
+impl Project {
+    /// A fresh database and an empty directory.
+    pub(crate) async fn new() -> Project {
+        let db = TestDb::new().await;
+        let dir =
+            std::env::temp_dir().join(format!("cohort-cli-test-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("create the test directory");
+        Project { db, dir }
+    }
+
+    /// Writes a file in the directory.
+    pub(crate) fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.dir.join(name), text).expect("write a test file");
+    }
+
+    /// `cohort init`, `schema migrate` and the sample tables: the starting
+    /// point of most tests.
+    pub(crate) async fn sample(&self) {
+        let out = self.cohort(&["init"]);
+        assert_success(&out);
+        let out = self.cohort(&["schema", "migrate"]);
+        assert_success(&out);
+        self.db.exec(SAMPLE_TABLES).await;
+    }
+
+    /// A command for the binary in this directory, with `DATABASE_URL` set
+    /// to the test database and no other settings from the environment.
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        command_in(&self.dir, Some(&self.db.url()), args)
+    }
+
+    /// Runs the binary and waits.
+    pub(crate) fn cohort(&self, args: &[&str]) -> Output {
+        run(self.command(args))
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A command for the binary in `dir`.
+pub(crate) fn command_in(dir: &Path, database_url: Option<&str>, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cohort"));
+    c.current_dir(dir).args(args).stdin(Stdio::null());
+    for v in SETTINGS_VARS {
+        c.env_remove(v);
+    }
+    match database_url {
+        Some(url) => c.env("DATABASE_URL", url),
+        None => c.env_remove("DATABASE_URL"),
+    };
+    c
+}
+
+/// Runs a command to its end.
+pub(crate) fn run(mut c: Command) -> Output {
+    c.output().expect("run the cohort binary")
+}
+
+pub(crate) fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub(crate) fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The exit code (None when killed by a signal).
+pub(crate) fn code(o: &Output) -> Option<i32> {
+    o.status.code()
+}
+
+pub(crate) fn assert_success(o: &Output) {
+    assert_eq!(
+        code(o),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
+pub(crate) fn assert_code(o: &Output, expected: i32) {
+    assert_eq!(
+        code(o),
+        Some(expected),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// stdout parsed as JSON.
+pub(crate) fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+            stdout(o),
+            stderr(o)
+        )
+    })
+}

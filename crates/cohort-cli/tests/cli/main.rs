@@ -1,0 +1,14 @@
+//! The `cohort` binary, run for real against fresh PostgreSQL databases
+//! (one per test, from cohort-testdb). Each test that checks a promise of
+//! the behaviour contract names it (`// contract: K1`).
+
+mod common;
+
+mod coverage;
+mod ctrl_c;
+mod demo;
+mod help;
+mod model_file;
+mod reading;
+mod schedule;
+mod settings;
