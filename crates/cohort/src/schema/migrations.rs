@@ -138,7 +138,10 @@ pub fn migrations(schema: &SchemaName) -> Vec<Migration> {
 /// ```
 /// let sql = cohort::schema::ddl(&cohort::schema::SchemaName::new("Retention")?);
 /// assert!(sql.contains(r#"CREATE TABLE IF NOT EXISTS "Retention"."sweep_run""#));
-/// assert!(sql.ends_with("IS 'cohort schema version 2';\n"));
+/// assert!(sql.ends_with(&format!(
+///     "IS 'cohort schema version {}';\n",
+///     cohort::schema::SCHEMA_VERSION
+/// )));
 /// # Ok::<(), cohort::Error>(())
 /// ```
 pub fn ddl(schema: &SchemaName) -> String {
