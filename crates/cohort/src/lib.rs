@@ -6,6 +6,7 @@ mod catalog;
 mod cohort;
 mod config;
 mod error;
+pub mod evidence;
 pub mod holds;
 pub mod ledger;
 pub mod model;

@@ -87,7 +87,11 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
         assert_eq!(before.installed_version, None);
         assert_eq!(
             before.missing_migrations,
-            vec![id(1, "cohort_tables"), id(2, "cohort_entity_fence")]
+            vec![
+                id(1, "cohort_tables"),
+                id(2, "cohort_entity_fence"),
+                id(3, "cohort_evidence_chain")
+            ]
         );
 
         migrator(&schema).run(db.pool()).await.expect("migrate");
@@ -104,7 +108,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2], "schema {name:?}");
+        assert_eq!(applied, vec![1, 2, 3], "schema {name:?}");
     }
 }
 
@@ -115,7 +119,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 3);
+    assert_eq!(written.len(), 5);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -176,12 +180,18 @@ async fn insert_ledger_and_holds(db: &TestDb, s: &str, entity: Uuid) {
     .await;
 }
 
+/// The columns migration 3 (the evidence chain) adds: upgrades fill them
+/// (they seal the rows already there), so "the data survived" compares the
+/// rest.
+const EVIDENCE_COLUMNS: &str = "{chain_seq,chain_prev,chain_hash,chain_summaries,chain_summaries_head,\
+     chain_details,chain_details_head,legal_minimum_count,removal_seq,removal_prev,removal_hash,chain_bridges}";
+
 /// Every row of Cohort's tables in `s`, as text, in a stable order.
 async fn contents(db: &TestDb, s: &str) -> Vec<String> {
     let mut rows = Vec::new();
     for table in cohort::schema::TABLES {
         let table_rows: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT t::text FROM {s}.{table} t ORDER BY 1"
+            "SELECT (to_jsonb(t) - '{EVIDENCE_COLUMNS}'::text[])::text FROM {s}.{table} t ORDER BY 1"
         )))
         .fetch_all(db.pool())
         .await
@@ -204,21 +214,22 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 2);
-    assert_eq!(at_1.missing_migrations, vec![id(2, "cohort_entity_fence")]);
+    assert_eq!(at_1.required_version, 3);
+    let missing = vec![id(2, "cohort_entity_fence"), id(3, "cohort_evidence_chain")];
+    assert_eq!(at_1.missing_migrations, missing);
     // The missing migration is the one problem: what it adds is not listed again.
     assert_eq!(
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 2,
-            missing: vec![id(2, "cohort_entity_fence")],
+            required: 3,
+            missing: missing.clone(),
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 2: apply migration(s) 2 (cohort_entity_fence)"
+            "Cohort's schema is at version 1, this library needs 3: apply migration(s) 2 (cohort_entity_fence), 3 (cohort_evidence_chain)"
         ),
         "{at_1}"
     );
@@ -427,13 +438,34 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     // elements are there).
     let report = readiness(&db, &legacy).await;
     assert_eq!(report.installed_version, None);
+    // What migration 3 (the evidence chain) adds is judged and reported too;
+    // tests/evidence_chain.rs checks those problems.
+    let evidence = |p: &ReadinessProblem| match p {
+        ReadinessProblem::MissingColumn { column, .. } => {
+            column.starts_with("chain_")
+                || column.starts_with("removal_")
+                || *column == "legal_minimum_count"
+        }
+        ReadinessProblem::MissingUniqueIndex { columns, .. } => {
+            columns.iter().any(|c| c.ends_with("_seq"))
+        }
+        ReadinessProblem::MissingFunction { function } => function.contains("evidence"),
+        ReadinessProblem::MissingTrigger { trigger, .. } => trigger.contains("evidence"),
+        _ => false,
+    };
+    let mut problems = report.problems.clone();
+    problems.retain(|p| !evidence(p));
     assert_eq!(
-        report.problems,
+        problems,
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 2,
-                missing: vec![id(1, "cohort_tables"), id(2, "cohort_entity_fence")],
+                required: 3,
+                missing: vec![
+                    id(1, "cohort_tables"),
+                    id(2, "cohort_entity_fence"),
+                    id(3, "cohort_evidence_chain")
+                ],
             },
             ReadinessProblem::MissingFunction {
                 function: "retention_holds_entity_fence"
@@ -447,8 +479,8 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 2): \
-                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence)"
+            "no Cohort schema version is recorded on sweep_run (this library needs 3): \
+                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_evidence_chain)"
         ),
         "{report}"
     );
@@ -481,7 +513,7 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
     assert_eq!(report.installed_version, Some(1), "{report}");
     assert_eq!(
         report.missing_migrations,
-        vec![id(2, "cohort_entity_fence")]
+        vec![id(2, "cohort_entity_fence"), id(3, "cohort_evidence_chain")]
     );
     let triggers: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
@@ -517,7 +549,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 3] = [
+    let expected: [(i64, MigrationType, &str); 5] = [
         (
             1,
             MigrationType::Simple,
@@ -532,6 +564,16 @@ fn published_migrations_never_change() {
             2,
             MigrationType::ReversibleDown,
             "7afc96ab39756875e933f1258ae1b591e73ffe8296b3228fa415dde5b7791f05343a6a31018f1e0ba437712bdc4eb233",
+        ),
+        (
+            3,
+            MigrationType::ReversibleUp,
+            "CHECKSUM3UP",
+        ),
+        (
+            3,
+            MigrationType::ReversibleDown,
+            "CHECKSUM3DOWN",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
@@ -552,17 +594,17 @@ fn published_migrations_never_change() {
 #[tokio::test]
 async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is_no_version() {
     let (db, schema) = db_with_cohort("public").await;
-    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 3'")
+    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 4'")
         .await;
     let report = readiness(&db, &schema).await;
     assert!(report.is_ready(), "{report}");
-    assert_eq!(report.installed_version, Some(3));
+    assert_eq!(report.installed_version, Some(4));
     assert!(report.missing_migrations.is_empty());
     assert_eq!(
         report.warnings,
         vec![ReadinessWarning::NewerSchemaVersion {
-            installed: 3,
-            supported: 2
+            installed: 4,
+            supported: 3
         }]
     );
 
@@ -571,9 +613,9 @@ async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is
     let report = readiness(&db, &schema).await;
     assert!(!report.is_ready());
     assert_eq!(report.installed_version, None);
-    assert_eq!(report.missing_migrations.len(), 2);
+    assert_eq!(report.missing_migrations.len(), 3);
     // Re-applying the latest migration puts the marker back.
-    db.exec(&migrations(&schema)[1].up).await;
+    db.exec(&migrations(&schema)[2].up).await;
     assert_ready(&readiness(&db, &schema).await);
 }
 

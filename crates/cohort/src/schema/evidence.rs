@@ -472,8 +472,8 @@ END
 pub(super) fn hold_delete_trigger_body(schema: &SchemaName) -> String {
     let n = names(schema);
     let inactive = format!(
-        "CASE WHEN pg_catalog.least(OLD.expires_at, OLD.removed_at) IS NULL THEN NULL ELSE {} END",
-        encode("pg_catalog.least(OLD.expires_at, OLD.removed_at)", Enc::Time)
+        "CASE WHEN LEAST(OLD.expires_at, OLD.removed_at) IS NULL THEN NULL ELSE {} END",
+        encode("LEAST(OLD.expires_at, OLD.removed_at)", Enc::Time)
     );
     let created = bridge(
         "OLD.chain_seq",
@@ -594,9 +594,10 @@ BEGIN
         {summaries}
         {dhead}
         {head}
+        v_seq := v_seq OPERATOR(pg_catalog.+) 1;
         UPDATE {runs} AS x SET chain_summaries = v_n, chain_summaries_head = v_prev,
                chain_details = v_dn, chain_details_head = v_dhead,
-               chain_seq = v_seq OPERATOR(pg_catalog.+) 1, chain_prev = v_head,
+               chain_seq = v_seq, chain_prev = v_head,
                chain_hash = {run_hash}
          WHERE x.run_id OPERATOR(pg_catalog.=) v_run.run_id;
     END LOOP;
