@@ -382,22 +382,40 @@ pub(super) fn detail_trigger_body(schema: &SchemaName) -> String {
     format!(
         r#"
 -- Cohort's evidence chain (migration 3): one chain of row details per run.
+-- The head is looked up once per transaction and then kept in a
+-- transaction-local setting (rolled back with the rows it describes).
 DECLARE
+    v_key pg_catalog.text := (NEW.run_id)::pg_catalog.text OPERATOR(pg_catalog.||) ' '
+                             OPERATOR(pg_catalog.||) TG_TABLE_SCHEMA OPERATOR(pg_catalog.||) ' ';
+    v_cache pg_catalog.text := pg_catalog.current_setting('{DETAIL_HEAD_SETTING}', true);
     v_seq bigint;
     v_head bytea;
 BEGIN
-    SELECT d.chain_seq, d.chain_hash INTO v_seq, v_head FROM {details} AS d
-     WHERE d.run_id OPERATOR(pg_catalog.=) NEW.run_id AND d.chain_seq IS NOT NULL
-     ORDER BY d.chain_seq DESC LIMIT 1;
+    IF v_cache IS NOT NULL AND pg_catalog.starts_with(v_cache, v_key) THEN
+        v_cache := pg_catalog.substr(v_cache, pg_catalog.length(v_key) OPERATOR(pg_catalog.+) 1);
+        v_seq := pg_catalog.split_part(v_cache, ' ', 1)::bigint;
+        v_head := pg_catalog.decode(pg_catalog.split_part(v_cache, ' ', 2), 'hex');
+    ELSE
+        SELECT d.chain_seq, d.chain_hash INTO v_seq, v_head FROM {details} AS d
+         WHERE d.run_id OPERATOR(pg_catalog.=) NEW.run_id AND d.chain_seq IS NOT NULL
+         ORDER BY d.chain_seq DESC LIMIT 1;
+    END IF;
     NEW.chain_seq := COALESCE(v_seq, 0) OPERATOR(pg_catalog.+) 1;
     NEW.chain_prev := v_head;
     NEW.chain_hash := {hash};
+    PERFORM pg_catalog.set_config('{DETAIL_HEAD_SETTING}',
+        v_key OPERATOR(pg_catalog.||) (NEW.chain_seq)::pg_catalog.text OPERATOR(pg_catalog.||) ' '
+              OPERATOR(pg_catalog.||) pg_catalog.encode(NEW.chain_hash, 'hex'), true);
     RETURN NEW;
 END
 "#,
         details = n.details,
     )
 }
+
+/// The transaction-local setting where the row-detail trigger keeps the head
+/// of the details chain it extends (`<run id> <schema> <seq> <hash hex>`).
+const DETAIL_HEAD_SETTING: &str = "cohort.evidence_details_head";
 
 /// The body of `retention_holds_evidence_chain`: a link at a hold's
 /// creation and at every change of its `removed_at`, in the chain of its
