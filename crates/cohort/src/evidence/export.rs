@@ -55,10 +55,15 @@ impl TimeRange {
         TimeRange { from, to }
     }
 
-    /// Every run: from PostgreSQL's earliest timestamp to the latest chrono can hold.
+    /// Every run: from PostgreSQL's earliest timestamp (4713 BC) to the
+    /// latest chrono can hold.
     pub fn all() -> TimeRange {
+        let from = chrono::NaiveDate::from_ymd_opt(-4712, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|d| d.and_utc())
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
         TimeRange {
-            from: DateTime::<Utc>::MIN_UTC,
+            from,
             to: DateTime::<Utc>::MAX_UTC,
         }
     }

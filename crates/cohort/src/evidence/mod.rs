@@ -30,6 +30,7 @@ pub use certificate::{
 pub use chain::{ChainHead, ChainProblem, ChainTable, ProblemKind, PrunedLink, VerifyReport, verify};
 pub use error::EvidenceError;
 pub use export::{ExportFormat, ExportRecords, ExportSummary, TimeRange, export};
+pub use report::{ActiveHold, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report};
 
 /// Lower-case hex of `bytes`.
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
