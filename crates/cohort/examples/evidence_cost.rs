@@ -126,7 +126,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(200_000);
     let db = TestDb::new().await;
     let pool = db.pool().clone();
-    exec(&pool, &cohort::schema::ddl(&cohort::schema::SchemaName::public())).await?;
+    exec(
+        &pool,
+        &cohort::schema::ddl(&cohort::schema::SchemaName::public()),
+    )
+    .await?;
     exec(
         &pool,
         &format!(
@@ -139,7 +143,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     for per_row in [true, false] {
-        let audit = if per_row { "per-row audit" } else { "counts only" };
+        let audit = if per_row {
+            "per-row audit"
+        } else {
+            "counts only"
+        };
         let mut best = [f64::MAX, f64::MAX];
         for _ in 0..2 {
             for (i, chain) in [true, false].into_iter().enumerate() {

@@ -98,10 +98,15 @@ async fn ledger() -> (TestDb, Cohort) {
         .remove(&mut conn, h1, Utc::now() + Duration::days(1))
         .await
         .expect("remove");
-    let r = c.sweep(&scope(tenant_a()), Utc::now()).await.expect("sweep");
+    let r = c
+        .sweep(&scope(tenant_a()), Utc::now())
+        .await
+        .expect("sweep");
     assert_eq!(r.status, cohort::RunStatus::Succeeded);
     tickets(&db, tenant_a(), 100, 3).await;
-    c.sweep(&scope(tenant_a()), Utc::now()).await.expect("sweep");
+    c.sweep(&scope(tenant_a()), Utc::now())
+        .await
+        .expect("sweep");
     (db, c)
 }
 
@@ -197,21 +202,30 @@ async fn an_update_is_named_as_a_changed_row() {
     .fetch_one(db.pool())
     .await
     .expect("summary");
-    let hold: Uuid = sqlx::query_scalar("SELECT hold_id FROM retention_holds WHERE record_id = '4'")
-        .fetch_one(db.pool())
-        .await
-        .expect("hold");
+    let hold: Uuid =
+        sqlx::query_scalar("SELECT hold_id FROM retention_holds WHERE record_id = '4'")
+            .fetch_one(db.pool())
+            .await
+            .expect("hold");
     let mut found = kinds(&report);
     found.sort_by_key(|(t, r, _)| (t.table(), r.clone()));
     let mut want = vec![
         (ChainTable::Run, run.to_string(), ProblemKind::Changed),
-        (ChainTable::Summary, summary.to_string(), ProblemKind::Changed),
+        (
+            ChainTable::Summary,
+            summary.to_string(),
+            ProblemKind::Changed,
+        ),
         (ChainTable::RowDetail, id.to_string(), ProblemKind::Changed),
         (ChainTable::Hold, hold.to_string(), ProblemKind::Changed),
     ];
     want.sort_by_key(|(t, r, _)| (t.table(), r.clone()));
     assert_eq!(found, want, "{report}");
-    assert!(report.to_string().contains("was changed after it was chained"));
+    assert!(
+        report
+            .to_string()
+            .contains("was changed after it was chained")
+    );
 }
 
 // contract: EV1
@@ -254,11 +268,11 @@ async fn a_delete_is_named_as_missing_links() {
     assert_eq!(found.len(), 2, "{report}");
 
     // A whole run: its rows go, and the run chain has a hole.
-    db.exec(&format!(
+    db.exec(
         "DELETE FROM sweep_run_row_detail WHERE run_id = (SELECT run_id FROM sweep_run WHERE chain_seq = 1); \
          DELETE FROM sweep_run_entity_summary WHERE run_id = (SELECT run_id FROM sweep_run WHERE chain_seq = 1); \
-         DELETE FROM sweep_run WHERE chain_seq = 1"
-    ))
+         DELETE FROM sweep_run WHERE chain_seq = 1",
+    )
     .await;
     let report = check(&db).await;
     assert!(
@@ -305,12 +319,12 @@ async fn an_insert_is_named_as_out_of_order_or_unchained() {
     // A forged link copied from a real one, inserted in the middle: its
     // position is taken, so the unique index refuses it; with a free position
     // past the end its predecessor does not match.
-    let forged_copy: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+    let forged_copy: i64 = sqlx::query_scalar(
         "INSERT INTO sweep_run_row_detail (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, \
              created_at, chain_seq, chain_prev, chain_hash) \
          SELECT run_id, retained_entity_id, entity_type, '997', tenant_id, action, created_at, 50, chain_prev, chain_hash \
-         FROM sweep_run_row_detail WHERE record_id = '2' RETURNING detail_id"
-    )))
+         FROM sweep_run_row_detail WHERE record_id = '2' RETURNING detail_id",
+    )
     .fetch_one(&mut conn)
     .await
     .expect("insert");
@@ -376,11 +390,19 @@ async fn reordering_is_named_as_out_of_order() {
     let report = check(&db).await;
     let found = kinds(&report);
     assert!(
-        found.contains(&(ChainTable::RowDetail, b.to_string(), ProblemKind::OutOfOrder)),
+        found.contains(&(
+            ChainTable::RowDetail,
+            b.to_string(),
+            ProblemKind::OutOfOrder
+        )),
         "{report}"
     );
     assert!(
-        found.contains(&(ChainTable::RowDetail, a.to_string(), ProblemKind::OutOfOrder)),
+        found.contains(&(
+            ChainTable::RowDetail,
+            a.to_string(),
+            ProblemKind::OutOfOrder
+        )),
         "{report}"
     );
 
@@ -451,12 +473,18 @@ async fn a_prune_is_reported_as_pruned_and_a_deleted_active_hold_as_tampering() 
 
     // A hold deleted while active (plain SQL) is tampering.
     let h4 = hold(&c, &db, "4", tenant_a()).await;
-    db.exec(&format!("DELETE FROM retention_holds WHERE hold_id = '{h3}'"))
-        .await;
+    db.exec(&format!(
+        "DELETE FROM retention_holds WHERE hold_id = '{h3}'"
+    ))
+    .await;
     let report = check(&db).await;
     assert_eq!(
         kinds(&report),
-        vec![(ChainTable::Hold, h3.to_string(), ProblemKind::DeletedWhileActive)],
+        vec![(
+            ChainTable::Hold,
+            h3.to_string(),
+            ProblemKind::DeletedWhileActive
+        )],
         "{report}"
     );
     // Deleted with the triggers off: nothing records it, the hole shows.
@@ -466,10 +494,12 @@ async fn a_prune_is_reported_as_pruned_and_a_deleted_active_hold_as_tampering() 
         .await
         .expect("replica");
     let _h5 = hold(&c, &db, "5", tenant_a()).await;
-    sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM retention_holds WHERE hold_id = '{h4}'")))
-        .execute(&mut raw)
-        .await
-        .expect("delete");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM retention_holds WHERE hold_id = '{h4}'"
+    )))
+    .execute(&mut raw)
+    .await
+    .expect("delete");
     let report = check(&db).await;
     assert!(
         report
@@ -497,9 +527,11 @@ async fn a_replaced_trigger_function_cannot_forge_a_pass() {
         .await
         .expect("readiness");
     assert!(
-        readiness.problems.contains(&ReadinessProblem::ChangedFunction {
-            function: "sweep_run_row_detail_evidence_chain"
-        }),
+        readiness
+            .problems
+            .contains(&ReadinessProblem::ChangedFunction {
+                function: "sweep_run_row_detail_evidence_chain"
+            }),
         "{readiness}"
     );
     // Verification refuses to run on a schema that is not ready.
@@ -524,7 +556,11 @@ async fn a_replaced_trigger_function_cannot_forge_a_pass() {
     let report = check(&db).await;
     let found = kinds(&report);
     assert!(
-        found.contains(&(ChainTable::RowDetail, forged.to_string(), ProblemKind::Changed)),
+        found.contains(&(
+            ChainTable::RowDetail,
+            forged.to_string(),
+            ProblemKind::Changed
+        )),
         "{report}"
     );
 }
@@ -547,7 +583,13 @@ async fn concurrent_sweeps_and_hold_creation_keep_every_chain_intact() {
                     .holds()
                     .create(
                         &mut conn,
-                        HoldRequest::new(uuid(TICKETS), i.to_string(), Some(tenant_a()), "race", Utc::now()),
+                        HoldRequest::new(
+                            uuid(TICKETS),
+                            i.to_string(),
+                            Some(tenant_a()),
+                            "race",
+                            Utc::now(),
+                        ),
                     )
                     .await
                 {
@@ -567,7 +609,13 @@ async fn concurrent_sweeps_and_hold_creation_keep_every_chain_intact() {
                 if c.holds()
                     .create(
                         &mut conn,
-                        HoldRequest::new(uuid(TICKETS), i.to_string(), Some(tenant_b()), "race", Utc::now()),
+                        HoldRequest::new(
+                            uuid(TICKETS),
+                            i.to_string(),
+                            Some(tenant_b()),
+                            "race",
+                            Utc::now(),
+                        ),
                     )
                     .await
                     .is_ok()
@@ -603,12 +651,11 @@ async fn concurrent_sweeps_and_hold_creation_keep_every_chain_intact() {
         .expect("count");
     assert_eq!(report.hold_links as i64, holds);
     // One hold chain for the entity, positions 1..=n without a gap.
-    let seqs: Vec<i64> = sqlx::query_scalar(
-        "SELECT chain_seq FROM retention_holds ORDER BY chain_seq",
-    )
-    .fetch_all(db.pool())
-    .await
-    .expect("seqs");
+    let seqs: Vec<i64> =
+        sqlx::query_scalar("SELECT chain_seq FROM retention_holds ORDER BY chain_seq")
+            .fetch_all(db.pool())
+            .await
+            .expect("seqs");
     assert_eq!(seqs, (1..=holds).collect::<Vec<_>>());
 }
 
@@ -655,7 +702,9 @@ async fn upgrading_from_version_2_seals_the_rows_already_there() {
     .await;
 
     let mut conn = db.pool().acquire().await.expect("conn");
-    let before = check_readiness(&mut conn, &schema).await.expect("readiness");
+    let before = check_readiness(&mut conn, &schema)
+        .await
+        .expect("readiness");
     assert_eq!(before.installed_version, Some(2));
     assert!(!before.is_ready());
 
@@ -713,7 +762,9 @@ async fn readiness_requires_the_chain() {
     )
     .await;
     let mut conn = db.pool().acquire().await.expect("conn");
-    let report = check_readiness(&mut conn, &schema).await.expect("readiness");
+    let report = check_readiness(&mut conn, &schema)
+        .await
+        .expect("readiness");
     for problem in [
         ReadinessProblem::MissingTrigger {
             table: "sweep_run_row_detail",

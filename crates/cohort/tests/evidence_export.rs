@@ -34,13 +34,15 @@ async fn swept() -> (TestDb, Cohort) {
     ))
     .await;
     let c = Cohort::builder(db.pool().clone())
-        .rules(TestRules::new().with(
-            "tickets",
-            Capabilities::only(Strategy::Purge),
-            Rule::new(Period::days(30), Strategy::Purge)
-                .with_per_row_audit()
-                .with_provenance("policy, \"v2\"", "line one\nline two"),
-        ))
+        .rules(
+            TestRules::new().with(
+                "tickets",
+                Capabilities::only(Strategy::Purge),
+                Rule::new(Period::days(30), Strategy::Purge)
+                    .with_per_row_audit()
+                    .with_provenance("policy, \"v2\"", "line one\nline two"),
+            ),
+        )
         .entity::<Ticket>()
         .build()
         .await
@@ -129,7 +131,16 @@ async fn exports_round_trip_to_what_the_ledger_holds() {
     assert_eq!(lines.len(), 34); // 30 in the first sweep, 4 in the second
     assert_eq!(lines.len(), ledger.len());
     for (e, l) in lines.iter().zip(&ledger) {
-        for key in ["detail_id", "run_id", "retained_entity_id", "entity_type", "record_id", "tenant_id", "action", "chain_seq"] {
+        for key in [
+            "detail_id",
+            "run_id",
+            "retained_entity_id",
+            "entity_type",
+            "record_id",
+            "tenant_id",
+            "action",
+            "chain_seq",
+        ] {
             assert_eq!(e[key], l[key], "{key}");
         }
         assert_eq!(e["captured_payload"], l["captured_payload"]);
@@ -147,7 +158,18 @@ async fn exports_round_trip_to_what_the_ledger_holds() {
     let ledger = ledger_rows(&db, "sweep_run", "started_at, run_id").await;
     assert_eq!(runs.len(), 2);
     for (e, l) in runs.iter().zip(&ledger) {
-        for key in ["run_id", "run_kind", "trigger", "dry_run", "tenant_id", "status", "error", "chain_seq", "chain_summaries", "chain_details"] {
+        for key in [
+            "run_id",
+            "run_kind",
+            "trigger",
+            "dry_run",
+            "tenant_id",
+            "status",
+            "error",
+            "chain_seq",
+            "chain_summaries",
+            "chain_details",
+        ] {
             assert_eq!(e[key], l[key], "{key}");
         }
         assert_eq!(e["chain_hash"], hex_of(&l["chain_hash"]));
@@ -161,7 +183,19 @@ async fn exports_round_trip_to_what_the_ledger_holds() {
     let ledger = ledger_rows(&db, "sweep_run_entity_summary", "summary_id").await;
     assert_eq!(summaries.len(), 2);
     for (e, l) in summaries.iter().zip(&ledger) {
-        for key in ["summary_id", "run_id", "category", "strategy", "status", "affected_count", "held_count", "legal_minimum_count", "rule_source", "rule_reason", "applied_period"] {
+        for key in [
+            "summary_id",
+            "run_id",
+            "category",
+            "strategy",
+            "status",
+            "affected_count",
+            "held_count",
+            "legal_minimum_count",
+            "rule_source",
+            "rule_reason",
+            "applied_period",
+        ] {
             assert_eq!(e[key], l[key], "{key}");
         }
     }
@@ -170,10 +204,19 @@ async fn exports_round_trip_to_what_the_ledger_holds() {
     // CSV of the same summaries: a quoted field keeps its comma, quotes and line break.
     let csv = exported(&db, ExportRecords::Summaries, ExportFormat::Csv).await;
     let header = csv.split("\r\n").next().expect("header");
-    assert!(header.starts_with("summary_id,run_id,retained_entity_id,"), "{header}");
-    assert!(csv.contains("\"policy, \"\"v2\"\"\",\"line one\nline two\""), "{csv}");
+    assert!(
+        header.starts_with("summary_id,run_id,retained_entity_id,"),
+        "{header}"
+    );
+    assert!(
+        csv.contains("\"policy, \"\"v2\"\"\",\"line one\nline two\""),
+        "{csv}"
+    );
     let csv_details = exported(&db, ExportRecords::RowDetails, ExportFormat::Csv).await;
-    let rows: Vec<&str> = csv_details.split("\r\n").filter(|l| !l.is_empty()).collect();
+    let rows: Vec<&str> = csv_details
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .collect();
     assert_eq!(rows.len(), 1 + 34);
     let first: Vec<&str> = rows[1].split(',').collect();
     assert_eq!(first[0], lines[0]["detail_id"].to_string());
@@ -186,7 +229,10 @@ async fn exports_round_trip_to_what_the_ledger_holds() {
         &mut conn,
         &SchemaName::public(),
         ExportRecords::RowDetails,
-        TimeRange::new(Utc::now() - Duration::days(3), Utc::now() - Duration::days(2)),
+        TimeRange::new(
+            Utc::now() - Duration::days(3),
+            Utc::now() - Duration::days(2),
+        ),
         ExportFormat::JsonLines,
         &mut out,
     )
@@ -209,13 +255,15 @@ async fn erased() -> (TestDb, Uuid) {
     ))
     .await;
     let c = Cohort::builder(db.pool().clone())
-        .rules(TestRules::new().with(
-            "user-data",
-            Capabilities::only(Strategy::Purge),
-            Rule::new(Period::days(30), Strategy::Purge)
-                .with_legal_minimum(Period::days(365))
-                .with_provenance("retention policy", "GDPR art. 17"),
-        ))
+        .rules(
+            TestRules::new().with(
+                "user-data",
+                Capabilities::only(Strategy::Purge),
+                Rule::new(Period::days(30), Strategy::Purge)
+                    .with_legal_minimum(Period::days(365))
+                    .with_provenance("retention policy", "GDPR art. 17"),
+            ),
+        )
         .entity::<UserRecord>()
         .build()
         .await
@@ -269,7 +317,11 @@ async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head()
     // Rows 1..6 are past the legal minimum; row 2 is held; row 7 is too
     // recent and row 8 has no anchor.
     assert_eq!(t.erased, 5);
-    let blocked: Vec<(&str, i64)> = t.blocked.iter().map(|b| (b.reason.as_str(), b.count)).collect();
+    let blocked: Vec<(&str, i64)> = t
+        .blocked
+        .iter()
+        .map(|b| (b.reason.as_str(), b.count))
+        .collect();
     assert_eq!(blocked[0], ("hold", 1));
     assert_eq!(blocked[1].0, "legal_minimum");
     assert_eq!(blocked[2].0, "null_anchor");
@@ -284,7 +336,9 @@ async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head()
     assert_eq!(t.rule_source.as_deref(), Some("retention policy"));
     assert_eq!(t.rule_reason.as_deref(), Some("GDPR art. 17"));
     // The chain head is the run's link, and the chain verifies up to it.
-    let report = verify(&mut conn, &SchemaName::public()).await.expect("verify");
+    let report = verify(&mut conn, &SchemaName::public())
+        .await
+        .expect("verify");
     assert!(report.is_intact(), "{report}");
     assert_eq!(report.head.as_ref(), Some(&cert.chain_head));
     let text = cert.to_string();
@@ -333,7 +387,11 @@ async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head()
         counts,
         vec![("hold", 1), ("legal_minimum", 4), ("null_anchor", 2)]
     );
-    assert!(by_hand.to_string().contains("left: the legal minimum has not passed: 4"));
+    assert!(
+        by_hand
+            .to_string()
+            .contains("left: the legal minimum has not passed: 4")
+    );
 
     // Not an erasure: refused.
     db.exec(

@@ -186,7 +186,10 @@ async fn the_report_renders_in_chromium_with_its_charts_and_no_console_error() {
     let months: std::collections::BTreeSet<&str> =
         report.rows.iter().map(|r| r.month.as_str()).collect();
     assert_eq!(months.len(), 4, "{:?}", report.rows);
-    let this_month = report.rows.iter().filter(|r| r.month == *months.last().expect("month"));
+    let this_month = report
+        .rows
+        .iter()
+        .filter(|r| r.month == *months.last().expect("month"));
     let soft: i64 = this_month.clone().map(|r| r.soft_deleted).sum();
     let purged: i64 = this_month.clone().map(|r| r.purged).sum();
     let held: i64 = this_month.map(|r| r.held).sum();
@@ -203,7 +206,10 @@ async fn the_report_renders_in_chromium_with_its_charts_and_no_console_error() {
         );
     }
     // Text from the ledger is escaped.
-    assert!(html.contains("Litigation &#60;b&#62;hold&#60;/b&#62;") || html.contains("Litigation &lt;b&gt;hold"));
+    assert!(
+        html.contains("Litigation &#60;b&#62;hold&#60;/b&#62;")
+            || html.contains("Litigation &lt;b&gt;hold")
+    );
     let dir = std::env::temp_dir().join(format!("cohort-report-{}", Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("dir");
     let page = dir.join("report.html");
@@ -219,7 +225,10 @@ async fn the_report_renders_in_chromium_with_its_charts_and_no_console_error() {
         let end = rest.find("</svg>").expect("an svg element in the chart");
         let svg = &rest[..end];
         assert!(svg.contains("<svg"), "{chart}: {svg}");
-        assert!(svg.matches("<rect").count() >= 8, "{chart} draws bars: {svg}");
+        assert!(
+            svg.matches("<rect").count() >= 8,
+            "{chart} draws bars: {svg}"
+        );
         assert!(svg.contains("<text"), "{chart} has labels");
     }
     assert_eq!(console_errors(&stderr), Vec::<String>::new(), "{stderr}");
@@ -252,9 +261,6 @@ fn the_console_check_catches_errors() {
     .expect("write");
     let (_, stderr) = run_chromium(&page, &["--dump-dom".to_owned()]);
     let errors = console_errors(&stderr);
-    assert!(
-        errors.iter().any(|l| l.contains("broken page")),
-        "{stderr}"
-    );
+    assert!(errors.iter().any(|l| l.contains("broken page")), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -572,16 +572,8 @@ fn published_migrations_never_change() {
             MigrationType::ReversibleDown,
             "7afc96ab39756875e933f1258ae1b591e73ffe8296b3228fa415dde5b7791f05343a6a31018f1e0ba437712bdc4eb233",
         ),
-        (
-            3,
-            MigrationType::ReversibleUp,
-            "CHECKSUM3UP",
-        ),
-        (
-            3,
-            MigrationType::ReversibleDown,
-            "CHECKSUM3DOWN",
-        ),
+        (3, MigrationType::ReversibleUp, "CHECKSUM3UP"),
+        (3, MigrationType::ReversibleDown, "CHECKSUM3DOWN"),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
         .iter()

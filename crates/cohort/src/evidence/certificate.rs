@@ -398,7 +398,10 @@ impl SignedCertificate {
                 reason: "the document is not in canonical form".to_owned(),
             });
         }
-        let sig = parsed.signature.as_ref().ok_or(EvidenceError::BadSignature)?;
+        let sig = parsed
+            .signature
+            .as_ref()
+            .ok_or(EvidenceError::BadSignature)?;
         if sig.algorithm != "Ed25519" || sig.public_key != to_hex(key.as_bytes()) {
             return Err(EvidenceError::BadSignature);
         }

@@ -342,7 +342,9 @@ async fn verify_runs(
         seals.insert(
             run_id,
             Some(Seal {
-                summaries: row.try_get::<Option<i64>, _>("chain_summaries")?.unwrap_or(0),
+                summaries: row
+                    .try_get::<Option<i64>, _>("chain_summaries")?
+                    .unwrap_or(0),
                 summaries_head: row.try_get("chain_summaries_head")?,
                 details: row.try_get::<Option<i64>, _>("chain_details")?.unwrap_or(0),
                 details_head: row.try_get("chain_details_head")?,

@@ -338,8 +338,14 @@ mod tests {
     #[test]
     fn json_values_keep_their_kinds() {
         assert_eq!(json_value(None, Kind::Int), serde_json::Value::Null);
-        assert_eq!(json_value(Some("42".into()), Kind::Int), serde_json::json!(42));
-        assert_eq!(json_value(Some("true".into()), Kind::Bool), serde_json::json!(true));
+        assert_eq!(
+            json_value(Some("42".into()), Kind::Int),
+            serde_json::json!(42)
+        );
+        assert_eq!(
+            json_value(Some("true".into()), Kind::Bool),
+            serde_json::json!(true)
+        );
         assert_eq!(
             json_value(Some("{\"a\": 1}".into()), Kind::Json),
             serde_json::json!({"a": 1})
@@ -349,7 +355,11 @@ mod tests {
     #[test]
     fn every_column_is_one_of_its_table() {
         let schema = SchemaName::public();
-        for r in [ExportRecords::Runs, ExportRecords::Summaries, ExportRecords::RowDetails] {
+        for r in [
+            ExportRecords::Runs,
+            ExportRecords::Summaries,
+            ExportRecords::RowDetails,
+        ] {
             let sql = r.sql(&schema);
             for (name, _) in r.columns() {
                 assert!(sql.contains(&format!(".{name}")), "{name}");

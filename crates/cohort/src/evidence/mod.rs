@@ -15,7 +15,7 @@
 //! `docs/evidence.md` (below) is the auditor's workflow end to end and the
 //! chain's design.
 //!
-//! The chain's design and the auditor's workflow: `docs/evidence.md`.
+#![doc = include_str!("../../../../docs/evidence.md")]
 
 mod certificate;
 mod chain;
@@ -27,7 +27,9 @@ pub use certificate::{
     BlockedCount, CERTIFICATE_VERSION, Certificate, CertificateOptions, CertificateSignature,
     CertificateType, ChainLink, SignedCertificate, certificate, subject_hmac,
 };
-pub use chain::{ChainHead, ChainProblem, ChainTable, ProblemKind, PrunedLink, VerifyReport, verify};
+pub use chain::{
+    ChainHead, ChainProblem, ChainTable, ProblemKind, PrunedLink, VerifyReport, verify,
+};
 pub use error::EvidenceError;
 pub use export::{ExportFormat, ExportRecords, ExportSummary, TimeRange, export};
 pub use report::{ActiveHold, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report};
@@ -43,6 +45,12 @@ use sqlx::PgConnection;
 
 /// Readiness first, as every Cohort entry point: the evidence calls read the
 /// columns migration 3 adds.
-pub(crate) async fn ensure_ready(conn: &mut PgConnection, schema: &SchemaName) -> Result<(), Error> {
-    check_readiness(conn, schema).await?.into_result().map(|_| ())
+pub(crate) async fn ensure_ready(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+) -> Result<(), Error> {
+    check_readiness(conn, schema)
+        .await?
+        .into_result()
+        .map(|_| ())
 }

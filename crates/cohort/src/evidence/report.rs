@@ -347,7 +347,9 @@ fn bar_chart(caption: &str, groups: &[(String, [i64; 4])]) -> Result<String, Err
                 .draw_series(bars)
                 .map_err(render_error)?
                 .label(*name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
+                });
         }
         chart
             .configure_series_labels()
@@ -377,10 +379,7 @@ impl AuditReport {
                 totals[3] += r.held;
             }
         }
-        let month_chart = bar_chart(
-            "Rows per month",
-            &months.into_iter().collect::<Vec<_>>(),
-        )?;
+        let month_chart = bar_chart("Rows per month", &months.into_iter().collect::<Vec<_>>())?;
         let category_chart = bar_chart(
             "Rows per category",
             &categories.into_iter().collect::<Vec<_>>(),
@@ -447,7 +446,10 @@ mod tests {
     fn charts_are_svg_with_a_bar_per_value() {
         let svg = bar_chart(
             "t",
-            &[("2026-01".to_owned(), [3, 1, 0, 2]), ("2026-02".to_owned(), [5, 0, 4, 0])],
+            &[
+                ("2026-01".to_owned(), [3, 1, 0, 2]),
+                ("2026-02".to_owned(), [5, 0, 4, 0]),
+            ],
         )
         .expect("chart");
         assert!(svg.contains("<svg"), "{svg}");

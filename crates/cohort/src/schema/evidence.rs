@@ -696,7 +696,10 @@ mod tests {
     fn the_seal_step_names_the_schema_only_quoted() {
         let schema = SchemaName::new("it's \"odd\"").expect("valid");
         let sql = seal_existing(&schema);
-        assert!(sql.contains(r#""it's ""odd""".sweep_run"#) || sql.contains(r#""it's ""odd"""."sweep_run""#));
+        assert!(
+            sql.contains(r#""it's ""odd""".sweep_run"#)
+                || sql.contains(r#""it's ""odd"""."sweep_run""#)
+        );
         assert!(sql.contains("'it''s \"odd\"'::pg_catalog.text"));
     }
 }

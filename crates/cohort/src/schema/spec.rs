@@ -247,11 +247,7 @@ const fn key(name: &'static str, columns: &'static [&'static str]) -> KeySpec {
 }
 
 /// A unique index added to an existing table by migration `since`.
-const fn unique_since(
-    name: &'static str,
-    columns: &'static [&'static str],
-    since: i64,
-) -> KeySpec {
+const fn unique_since(name: &'static str, columns: &'static [&'static str], since: i64) -> KeySpec {
     KeySpec {
         name,
         columns,
@@ -330,7 +326,11 @@ pub(super) const TABLES: [TableSpec; 5] = [
             added("chain_details_head", Bytea, EVIDENCE),
         ],
         primary_key: key("sweep_run_pkey", &["run_id"]),
-        unique: &[unique_since("sweep_run_chain_key", &["chain_seq"], EVIDENCE)],
+        unique: &[unique_since(
+            "sweep_run_chain_key",
+            &["chain_seq"],
+            EVIDENCE,
+        )],
         foreign_keys: &[],
         checks: &[
             check(
@@ -390,20 +390,23 @@ pub(super) const TABLES: [TableSpec; 5] = [
             added("chain_hash", Bytea, EVIDENCE),
         ],
         primary_key: key("sweep_run_entity_summary_pkey", &["summary_id"]),
-        unique: &[key(
-            "sweep_run_entity_summary_key",
-            &[
-                "run_id",
-                "retained_entity_id",
-                "category",
-                "tenant_id",
-                "strategy",
-            ],
-        ), unique_since(
-            "sweep_run_entity_summary_chain_key",
-            &["run_id", "chain_seq"],
-            EVIDENCE,
-        )],
+        unique: &[
+            key(
+                "sweep_run_entity_summary_key",
+                &[
+                    "run_id",
+                    "retained_entity_id",
+                    "category",
+                    "tenant_id",
+                    "strategy",
+                ],
+            ),
+            unique_since(
+                "sweep_run_entity_summary_chain_key",
+                &["run_id", "chain_seq"],
+                EVIDENCE,
+            ),
+        ],
         foreign_keys: &[fk_to_run("sweep_run_entity_summary_run_fkey")],
         checks: &[
             check(
@@ -440,14 +443,17 @@ pub(super) const TABLES: [TableSpec; 5] = [
             added("chain_hash", Bytea, EVIDENCE),
         ],
         primary_key: key("sweep_run_row_detail_pkey", &["detail_id"]),
-        unique: &[key(
-            "sweep_run_row_detail_key",
-            &["run_id", "retained_entity_id", "record_id"],
-        ), unique_since(
-            "sweep_run_row_detail_chain_key",
-            &["run_id", "chain_seq"],
-            EVIDENCE,
-        )],
+        unique: &[
+            key(
+                "sweep_run_row_detail_key",
+                &["run_id", "retained_entity_id", "record_id"],
+            ),
+            unique_since(
+                "sweep_run_row_detail_chain_key",
+                &["run_id", "chain_seq"],
+                EVIDENCE,
+            ),
+        ],
         foreign_keys: &[fk_to_run("sweep_run_row_detail_run_fkey")],
         checks: &[check(
             "sweep_run_row_detail_action_check",
