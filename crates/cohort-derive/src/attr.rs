@@ -356,6 +356,9 @@ pub(crate) enum AnonymiseSpec {
     Literal(LitStr),
     /// `anonymise_with = path::To::Type`.
     Custom(Path),
+    /// `anonymise_with = "name"`: an anonymiser value the host registers
+    /// under that name on the builder.
+    Named(LitStr),
 }
 
 /// The usage hint for `anonymise`.
@@ -423,13 +426,18 @@ fn parse_anonymise_list(list: &MetaList) -> darling::Result<AnonymiseSpec> {
     }
 }
 
-/// `anonymise_with = path::To::Type`: the anonymiser's type path.
+/// `anonymise_with = path::To::Type` (the anonymiser's type path) or
+/// `anonymise_with = "name"` (an anonymiser value registered by name).
 #[derive(Clone, Debug)]
-pub(crate) struct AnonymiserPath(Path);
+pub(crate) enum AnonymiserPath {
+    Type(Path),
+    Named(LitStr),
+}
 
 /// How to write `anonymise_with`.
 const ANONYMISE_WITH_FORM: &str = "write `anonymise_with = path::To::Type`, naming a type that \
-                                   implements `cohort::Anonymiser`";
+                                   implements `cohort::Anonymiser`, or `anonymise_with = \"name\"`, \
+                                   naming an anonymiser registered with `CohortBuilder::anonymiser`";
 
 impl KeyValue for AnonymiserPath {
     fn parse(key: &str, meta: &Meta) -> darling::Result<Self> {
@@ -441,8 +449,12 @@ impl KeyValue for AnonymiserPath {
         };
         match ungroup(&name_value.value) {
             Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
-                Ok(AnonymiserPath(path.path.clone()))
+                Ok(AnonymiserPath::Type(path.path.clone()))
             }
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(name),
+                ..
+            }) if !name.value().trim().is_empty() => Ok(AnonymiserPath::Named(name.clone())),
             other => Err(not_a_path(key).with_span(other)),
         }
     }
@@ -455,7 +467,7 @@ impl KeyValue for AnonymiserPath {
 /// `anonymise_with` was given something other than a path.
 fn not_a_path(key: &str) -> Error {
     Error::custom(format!(
-        "`{key}` takes a type path, not an expression or a string: {ANONYMISE_WITH_FORM}"
+        "`{key}` takes a type path or a non-empty name: {ANONYMISE_WITH_FORM}"
     ))
 }
 
@@ -626,9 +638,10 @@ fn one_anonymise_method(
 ) -> Option<Given<AnonymiseSpec>> {
     let with = anonymise_with.into_iter().map(|key| Key {
         path: key.path,
-        value: key
-            .value
-            .map(|AnonymiserPath(path)| AnonymiseSpec::Custom(path)),
+        value: key.value.map(|with| match with {
+            AnonymiserPath::Type(path) => AnonymiseSpec::Custom(path),
+            AnonymiserPath::Named(name) => AnonymiseSpec::Named(name),
+        }),
     });
     let mut first: Option<Given<AnonymiseSpec>> = None;
     for key in anonymise.into_iter().chain(with) {
@@ -843,13 +856,17 @@ mod tests {
             spec(parse_quote!(#[cohort(anonymise_with = crate::anon::KeepDomain)])),
             Some(AnonymiseSpec::Custom(path)) if path_to_string(&path) == "crate::anon::KeepDomain"
         ));
+        assert!(matches!(
+            spec(parse_quote!(#[cohort(anonymise_with = "email-pseudonym")])),
+            Some(AnonymiseSpec::Named(name)) if name.value() == "email-pseudonym"
+        ));
     }
 
     #[test]
     fn field_errors_are_all_reported() {
         let (_, errors) = field(vec![
             parse_quote!(#[cohort(anonymise = "zero", tenant, tenant, category = "x")]),
-            parse_quote!(#[cohort(anonymise(literal = "a", other = 1), anonymise_with = "Foo")]),
+            parse_quote!(#[cohort(anonymise(literal = "a", other = 1), anonymise_with = 1)]),
             parse_quote!(#[cohort(anonymise(), erasure_subject(x))]),
             parse_quote!(#[cohort(anonymise(literal = "a", literal = "b"), column = struct)]),
         ]);
@@ -867,9 +884,10 @@ mod tests {
                 "`anonymise(...)` needs `literal = \"...\"`; expected `anonymise = \"null\"`, \
                  `anonymise = \"empty\"` or `anonymise(literal = \"...\")`",
                 "duplicate `literal`: it may be given once",
-                "`anonymise_with` takes a type path, not an expression or a string: write \
+                "`anonymise_with` takes a type path or a non-empty name: write \
                  `anonymise_with = path::To::Type`, naming a type that implements \
-                 `cohort::Anonymiser`",
+                 `cohort::Anonymiser`, or `anonymise_with = \"name\"`, naming an anonymiser \
+                 registered with `CohortBuilder::anonymiser`",
                 "`erasure_subject` takes no value: write `#[cohort(erasure_subject)]`",
             ]
         );

@@ -56,6 +56,8 @@ pub(crate) enum Method {
     EmptyString,
     /// Set to a fixed text.
     Literal(String),
+    /// Computed by the anonymiser value registered under this name.
+    Named(String),
     /// Computed by `<path as cohort::Anonymiser>::anonymise`.
     Custom {
         /// The anonymiser type's name (its path's last segment).
@@ -523,6 +525,7 @@ fn anonymise(fields: &[Field], attrs: &[FieldAttrs], errors: &mut Accumulator) -
             }
             AnonymiseSpec::Empty => Method::EmptyString,
             AnonymiseSpec::Literal(lit) => Method::Literal(lit.value()),
+            AnonymiseSpec::Named(name) => Method::Named(name.value()),
             AnonymiseSpec::Custom(path) => Method::Custom {
                 name: path
                     .segments
@@ -658,6 +661,7 @@ mod tests {
                     Method::Null => "null".to_owned(),
                     Method::EmptyString => "empty".to_owned(),
                     Method::Literal(text) => format!("literal {text}"),
+                    Method::Named(name) => format!("named {name}"),
                     Method::Custom { name, path } => {
                         format!(
                             "custom {name} {}",

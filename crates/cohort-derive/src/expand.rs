@@ -80,6 +80,7 @@ pub(crate) fn expand(entity: &Entity) -> TokenStream {
             Method::Null => quote!(::cohort::__private::anonymise_null()),
             Method::EmptyString => quote!(::cohort::__private::anonymise_empty_string()),
             Method::Literal(text) => quote!(::cohort::__private::anonymise_literal(#text)),
+            Method::Named(name) => quote!(::cohort::__private::anonymise_named(#name)),
             Method::Custom { name, path } => {
                 // Spanned on the user's path, so "does not implement
                 // `Anonymiser`" points at the attribute.

@@ -29,7 +29,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 /// Short-lived operational data: purged after 30 days.
-#[derive(cohort::Retained)]
+#[derive(Debug, cohort::Retained)]
 #[cohort(category = "session-notes", anchor = "created_at")]
 #[cohort(id = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8", table = "session_notes")]
 pub struct SessionNote {
@@ -42,7 +42,7 @@ pub struct SessionNote {
 }
 
 /// A business record kept, but with personal fields scrubbed after 365 days.
-#[derive(cohort::Retained)]
+#[derive(Debug, cohort::Retained)]
 #[cohort(category = "case-contacts", anchor = "created_at")]
 #[cohort(id = "b7316df4-7db5-46ad-aea7-f65c4b430f73", table = "case_contacts")]
 pub struct CaseContact {
@@ -346,7 +346,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 7. ...and so does the right to erasure: every note by ann in acme goes, except the held one.
     let erasure = cohort
-        .erase(&scope, ErasureRequest::new(ann), Utc::now())
+        .erase(&scope, Utc::now(), ErasureRequest::new(ann))
         .await?;
     println!("\n== erasure of ann's data in acme -> {}", erasure.status);
     for s in &erasure.summaries {

@@ -1,28 +1,48 @@
-//! The handle hosts hold: built once, validated, cheap to clone.
+//! The handle hosts hold, and its builder. Every public operation of Cohort
+//! is a method here, on one page; each delegates to the module that does the
+//! work (`run`, `holds`).
 
+use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sqlx::{Acquire, PgConnection, PgPool};
+use chrono::{DateTime, TimeZone, Utc};
+use sqlx::{PgConnection, PgPool};
 
 use crate::config::Options;
 use crate::error::Error;
-use crate::ledger::AuditObserver;
-use crate::model::{EntityDescriptor, Retained};
-use crate::policy::RuleProvider;
+use crate::holds::{Deletion, Holds};
+use crate::ledger::{AuditObserver, Trigger};
+use crate::model::{AnonymiserFn, EntityDescriptor, Retained};
+use crate::policy::{RuleProvider, Scope};
+use crate::run::{ErasureRequest, Preview, RunResult, SweepOptions};
 use crate::schema::{SchemaName, check_readiness};
-use crate::sql::{pin_search_path, restore_search_path};
+use crate::sql::Pinned;
+use crate::sql::timestamp::to_pg_precision;
 use crate::validate::{self, Model, Registration, ValidationProblem, ValidationReport};
 
-/// Cohort, configured and validated. Clone it freely: clones share one state.
+/// Cohort, configured and validated: build one with [`Cohort::builder`] and
+/// clone it freely (clones share one state).
 ///
-/// Preview, sweep and erasure take their own connections from the pool and
-/// never join a caller's transaction.
+/// Preview, sweep and erasure take connections of their own from the pool
+/// and never join a caller's transaction; holds and host deletions run on
+/// the connection you pass.
+///
+/// | operation | what it does |
+/// |---|---|
+/// | [`preview`](Cohort::preview) | counts what a sweep would change, changes nothing |
+/// | [`sweep`](Cohort::sweep), [`sweep_with`](Cohort::sweep_with) | applies each category's rule in committed batches |
+/// | [`erase`](Cohort::erase) | erases one data subject's rows |
+/// | [`holds`](Cohort::holds) | creates, removes and lists legal holds |
+/// | [`deletion`](Cohort::deletion) | the host's own deletions, refused when a target is held |
+/// | [`settle_abandoned_runs`](Cohort::settle_abandoned_runs) | settles runs whose owner died |
 #[derive(Clone)]
 pub struct Cohort {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// The shared state behind a [`Cohort`].
 pub(crate) struct Inner {
     pub(crate) pool: PgPool,
     pub(crate) options: Options,
@@ -34,17 +54,24 @@ pub(crate) struct Inner {
     ready: AtomicBool,
 }
 
-impl std::fmt::Debug for Cohort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for Cohort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cohort")
             .field("schema", &self.inner.schema)
             .field("entities", &self.inner.model.entities.len())
+            .field("observers", &self.inner.observers.len())
             .finish_non_exhaustive()
     }
 }
 
+/// A caller's time at PostgreSQL's precision, or [`Error::TimeOutOfRange`].
+fn normalise<Tz: TimeZone>(now: &DateTime<Tz>) -> Result<DateTime<Utc>, Error> {
+    to_pg_precision(now).ok_or(Error::TimeOutOfRange { what: "now" })
+}
+
 impl Cohort {
-    /// Starts configuring Cohort on a pool.
+    /// Starts configuring Cohort on a pool; [`CohortBuilder::build`]
+    /// validates everything at once.
     pub fn builder(pool: PgPool) -> CohortBuilder {
         CohortBuilder {
             pool,
@@ -52,6 +79,7 @@ impl Cohort {
             provider: None,
             descriptors: Vec::new(),
             observers: Vec::new(),
+            anonymisers: HashMap::new(),
         }
     }
 
@@ -63,6 +91,103 @@ impl Cohort {
     /// The options in force.
     pub fn options(&self) -> &Options {
         &self.inner.options
+    }
+
+    /// What the build found that only makes Cohort slower, each with the
+    /// statement that fixes it: a retained table without an index leading
+    /// with its tenant and anchor columns (the anchor alone for a tenantless
+    /// type), an erasure-subject column without an index leading with it.
+    /// Also logged at build (`tracing::warn!`).
+    pub fn warnings(&self) -> &[ValidationProblem] {
+        &self.inner.model.warnings
+    }
+
+    /// Counts, per retained type of `scope`, what a sweep at `now` would
+    /// change, how many rows are held and how many have a NULL anchor, and
+    /// lists the explicitly exempt types. Changes nothing and writes no
+    /// ledger.
+    ///
+    /// `now` may carry any UTC offset; it is normalised to UTC at
+    /// microsecond precision (PostgreSQL's), and refused with
+    /// [`Error::TimeOutOfRange`] when PostgreSQL cannot store it.
+    pub async fn preview<Tz: TimeZone>(
+        &self,
+        scope: &Scope,
+        now: DateTime<Tz>,
+    ) -> Result<Preview, Error> {
+        self.run_preview(scope, normalise(&now)?).await
+    }
+
+    /// Sweeps the rows of `scope` that are old enough at `now`, applying
+    /// each category's rule, and returns what it did. The run is audited as
+    /// `Manual`.
+    ///
+    /// Runs on a connection of its own (never the caller's transaction), in
+    /// batches that each commit; one entity's failure is recorded and the
+    /// others go on. `now` is normalised as for [`Cohort::preview`]. A run
+    /// whose connection is lost returns [`Error::RunInterrupted`] naming it.
+    pub async fn sweep<Tz: TimeZone>(
+        &self,
+        scope: &Scope,
+        now: DateTime<Tz>,
+    ) -> Result<RunResult, Error> {
+        self.sweep_with(scope, now, SweepOptions::default()).await
+    }
+
+    /// [`Cohort::sweep`] with options: a dry run, a cancellation token.
+    pub async fn sweep_with<Tz: TimeZone>(
+        &self,
+        scope: &Scope,
+        now: DateTime<Tz>,
+        options: SweepOptions,
+    ) -> Result<RunResult, Error> {
+        self.run_sweep(scope, normalise(&now)?, options, Trigger::Manual)
+            .await
+    }
+
+    /// Erases `request`'s subject in `scope` at `now`: every row of the
+    /// scope's retained types where any erasure-subject column equals the
+    /// subject (compared in the column's own type), whose resolved strategy
+    /// is eligible, and that no active hold covers. The ordinary period never
+    /// delays an erasure; a positive legal minimum does
+    /// (`anchor < now - legal_minimum`).
+    ///
+    /// Runs like a sweep (own connection, `Started` row first, committed
+    /// batches, one entity's failure recorded while the others go on),
+    /// except that it waits for rows other transactions hold locked instead
+    /// of skipping them.
+    ///
+    /// Refused before anything is written when the subject fits no subject
+    /// column ([`Error::InvalidSubject`]) or a category resolves to
+    /// soft-delete without the request's opt-in
+    /// ([`Error::SoftDeleteErasureRefused`]).
+    pub async fn erase<Tz: TimeZone>(
+        &self,
+        scope: &Scope,
+        now: DateTime<Tz>,
+        request: ErasureRequest,
+    ) -> Result<RunResult, Error> {
+        self.run_erasure(scope, normalise(&now)?, request).await
+    }
+
+    /// The legal-holds repository: create, remove, list and prune holds.
+    pub fn holds(&self) -> Holds<'_> {
+        Holds::new(self)
+    }
+
+    /// The host-deletion service: the host's own deletes, refused when an
+    /// active hold covers a target.
+    pub fn deletion(&self) -> Deletion<'_> {
+        Deletion::new(self)
+    }
+
+    /// Marks runs still `Started` after [`Options::settle_timeout`] as
+    /// `Failed`, when their owner is gone (their run lock can be taken); a
+    /// live run is never touched. Their summaries still `Running` are
+    /// settled `Failed` with them, keeping the counts their committed batches
+    /// left. Returns how many runs were settled.
+    pub async fn settle_abandoned_runs(&self) -> Result<u64, Error> {
+        self.settle_abandoned().await
     }
 
     /// Checks readiness unless it has already passed once. Every entry point
@@ -87,6 +212,22 @@ pub struct CohortBuilder {
     provider: Option<Arc<dyn RuleProvider>>,
     descriptors: Vec<&'static EntityDescriptor>,
     observers: Vec<Arc<dyn AuditObserver>>,
+    anonymisers: HashMap<String, Arc<dyn AnonymiserFn>>,
+}
+
+impl fmt::Debug for CohortBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let types: Vec<&str> = self.descriptors.iter().map(|d| d.type_name()).collect();
+        let mut anonymisers: Vec<&str> = self.anonymisers.keys().map(String::as_str).collect();
+        anonymisers.sort_unstable();
+        f.debug_struct("CohortBuilder")
+            .field("options", &self.options)
+            .field("rules", &self.provider.is_some())
+            .field("types", &types)
+            .field("observers", &self.observers.len())
+            .field("anonymisers", &anonymisers)
+            .finish_non_exhaustive()
+    }
 }
 
 impl CohortBuilder {
@@ -114,69 +255,73 @@ impl CohortBuilder {
         self
     }
 
+    /// Registers an anonymiser value under `name`, for the fields marked
+    /// `#[cohort(anonymise_with = "name")]`: one with state (a key, a salt),
+    /// which a stateless [`crate::Anonymiser`] type cannot have. Registering
+    /// a name twice keeps the last value. Building fails when a registered
+    /// type names an anonymiser nobody registered.
+    ///
+    /// ```
+    /// # fn f(pool: sqlx::PgPool) -> cohort::CohortBuilder {
+    /// let key = b"from your secret store".to_vec();
+    /// cohort::Cohort::builder(pool).anonymiser("email-pseudonym", move |v: Option<&str>| {
+    ///     v.map(|v| format!("user-{:x}", v.len() + key.len()))
+    /// })
+    /// # }
+    /// ```
+    pub fn anonymiser(mut self, name: impl Into<String>, anonymiser: impl AnonymiserFn) -> Self {
+        self.anonymisers.insert(name.into(), Arc::new(anonymiser));
+        self
+    }
+
     /// Validates the options, the registered types against the live catalog
     /// and the readiness of Cohort's tables, and returns the handle, or one
-    /// [`Error::Validation`] listing every problem found.
+    /// [`Error::Validation`] whose report lists every problem found.
     pub async fn build(self) -> Result<Cohort, Error> {
-        let mut problems: Vec<ValidationProblem> = self
-            .options
-            .validate()
-            .into_iter()
-            .map(|p| ValidationProblem {
-                type_name: None,
-                table: None,
-                column: None,
-                problem: p,
-                fix: "correct the option".into(),
-            })
-            .collect();
+        let mut report = ValidationReport {
+            problems: self.options.validate(),
+            ..ValidationReport::default()
+        };
         let schema = SchemaName::new(&self.options.schema).unwrap_or_default();
         let Some(provider) = self.provider else {
-            problems.push(ValidationProblem {
-                type_name: None,
-                table: None,
-                column: None,
-                problem: "no rule provider is registered".into(),
-                fix: "call CohortBuilder::rules with your RuleProvider".into(),
-            });
-            return Err(Error::Validation(ValidationReport { problems }));
+            report.problems.push(ValidationProblem::general(
+                "no rule provider is registered",
+                "call CohortBuilder::rules with your RuleProvider",
+            ));
+            return Err(Error::Validation(report));
         };
         let mut conn = self.pool.acquire().await?;
-        let mut tx = conn.begin().await?;
-        let previous = pin_search_path(&mut tx).await?;
-        let readiness = check_readiness(&mut tx, &schema).await?;
-        for p in &readiness.problems {
-            problems.push(ValidationProblem {
-                type_name: None,
-                table: p.table().map(|t| format!("{}.{}", schema.as_str(), t)),
-                column: None,
-                problem: p.to_string(),
-                fix: "apply Cohort's schema migrations (cohort::schema::migrations)".into(),
-            });
+        let mut tx = Pinned::begin(&mut conn).await?;
+        let checked = async {
+            let readiness = check_readiness(tx.conn(), &schema).await?;
+            // Catalog type names are read with only pg_catalog on the path,
+            // so every other type comes back schema-qualified and stays
+            // unambiguous whatever search_path a later session has.
+            sqlx::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
+                .execute(tx.conn())
+                .await?;
+            let registration = Registration {
+                descriptors: &self.descriptors,
+                options: &self.options,
+                provider: provider.as_ref(),
+                anonymisers: &self.anonymisers,
+            };
+            let model = validate::validate(tx.conn(), &registration).await;
+            Ok::<_, Error>((readiness, model))
         }
-        // Catalog type names are read with only pg_catalog on the path, so
-        // every other type comes back schema-qualified and stays unambiguous
-        // whatever search_path a later session has.
-        sqlx::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
-            .execute(&mut *tx)
-            .await?;
-        let registration = Registration {
-            descriptors: &self.descriptors,
-            options: &self.options,
-            provider: provider.as_ref(),
-        };
-        let model = match validate::validate(&mut tx, &registration).await {
+        .await;
+        let (readiness, model) = tx.finish(checked).await?;
+        report.readiness = readiness.problems;
+        let model = match model {
             Ok(model) => Some(model),
-            Err(Error::Validation(report)) => {
-                problems.extend(report.problems);
+            Err(Error::Validation(found)) => {
+                report.problems.extend(found.problems);
                 None
             }
             Err(e) => return Err(e),
         };
-        restore_search_path(&mut tx, &previous).await?;
-        tx.commit().await?;
         match model {
-            Some(model) if problems.is_empty() => Ok(Cohort {
+            Some(model) if report.is_empty() => Ok(Cohort {
                 inner: Arc::new(Inner {
                     pool: self.pool,
                     options: self.options,
@@ -188,7 +333,7 @@ impl CohortBuilder {
                     ready: AtomicBool::new(false),
                 }),
             }),
-            _ => Err(Error::Validation(ValidationReport { problems })),
+            _ => Err(Error::Validation(report)),
         }
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Conventions;
+use crate::validate::ValidationProblem;
 
 /// The largest batch Cohort accepts. A batch's memory (its record ids, and
 /// the values a custom anonymiser computes) grows with it, and so does the
@@ -86,25 +87,40 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Every problem with these options, empty when they are usable.
-    pub fn validate(&self) -> Vec<String> {
+    /// Every problem with these options, empty when they are usable. Each
+    /// names its option ([`ValidationProblem::option`]) and how to fix it.
+    pub fn validate(&self) -> Vec<ValidationProblem> {
         let mut problems = Vec::new();
-        if let Err(e) = crate::schema::SchemaName::new(&self.schema) {
-            problems.push(format!("options.schema: {e}"));
-        }
-        if let Err(e) = crate::schema::SchemaName::new(&self.default_table_schema) {
-            problems.push(format!("options.default_table_schema: {e}"));
+        for (name, value) in [
+            ("schema", &self.schema),
+            ("default_table_schema", &self.default_table_schema),
+        ] {
+            if let Err(e) = crate::schema::SchemaName::new(value) {
+                problems.push(ValidationProblem::option(
+                    name,
+                    e.to_string(),
+                    "use a schema name of 1 to 63 bytes without NUL",
+                ));
+            }
         }
         if self.batch_size == 0 || self.batch_size > MAX_BATCH_SIZE {
-            problems.push(format!(
-                "options.batch_size is {}; it must be between 1 and {MAX_BATCH_SIZE}",
-                self.batch_size
+            problems.push(ValidationProblem::option(
+                "batch_size",
+                format!(
+                    "batch_size is {}; it must be between 1 and {MAX_BATCH_SIZE}",
+                    self.batch_size
+                ),
+                "use the default (1,000) unless a benchmark says otherwise",
             ));
         }
         if self.lock_wait.is_zero() || self.lock_wait > MAX_LOCK_WAIT {
-            problems.push(format!(
-                "options.lock_wait is {:?}; it must be above zero and at most {MAX_LOCK_WAIT:?}",
-                self.lock_wait
+            problems.push(ValidationProblem::option(
+                "lock_wait",
+                format!(
+                    "lock_wait is {:?}; it must be above zero and at most {MAX_LOCK_WAIT:?}",
+                    self.lock_wait
+                ),
+                "use the default (0.2 s), below PostgreSQL's deadlock_timeout",
             ));
         }
         for (name, value) in [
@@ -113,26 +129,34 @@ impl Options {
             ("fence_wait", self.fence_wait),
         ] {
             if value.is_zero() || value > MAX_TIMEOUT {
-                problems.push(format!(
-                    "options.{name} is {value:?}; it must be above zero and at most 7 days"
+                problems.push(ValidationProblem::option(
+                    name,
+                    format!("{name} is {value:?}; it must be above zero and at most 7 days"),
+                    "use a duration above zero and at most 7 days",
                 ));
             }
         }
         if self.inactive_hold_retention.is_some_and(|r| r.is_zero()) {
-            problems.push(
-                "options.inactive_hold_retention is zero; use None to keep holds forever".into(),
-            );
+            problems.push(ValidationProblem::option(
+                "inactive_hold_retention",
+                "inactive_hold_retention is zero",
+                "use None to keep holds forever, or a positive duration",
+            ));
         }
         let c = &self.conventions;
         for (name, value) in [
-            ("record_id", &c.record_id),
-            ("tenant", &c.tenant),
-            ("soft_delete", &c.soft_delete),
-            ("deleted_at", &c.deleted_at),
-            ("anonymised_at", &c.anonymised_at),
+            ("conventions.record_id", &c.record_id),
+            ("conventions.tenant", &c.tenant),
+            ("conventions.soft_delete", &c.soft_delete),
+            ("conventions.deleted_at", &c.deleted_at),
+            ("conventions.anonymised_at", &c.anonymised_at),
         ] {
             if value.is_empty() {
-                problems.push(format!("options.conventions.{name} is empty"));
+                problems.push(ValidationProblem::option(
+                    name,
+                    format!("{name} is empty"),
+                    "name the field, or leave the default",
+                ));
             }
         }
         problems
@@ -196,8 +220,17 @@ mod tests {
         };
         let problems = options.validate();
         assert_eq!(problems.len(), 4, "{problems:#?}");
-        assert!(problems[0].contains("options.schema"));
-        assert!(problems[1].contains("batch_size is 0"));
+        let options: Vec<_> = problems.iter().map(|p| p.option).collect();
+        assert_eq!(
+            options,
+            vec![
+                Some("schema"),
+                Some("batch_size"),
+                Some("observer_timeout"),
+                Some("settle_timeout")
+            ]
+        );
+        assert!(problems[1].problem.contains("batch_size is 0"));
         assert!(Options::default().validate().is_empty());
         assert!(serde_json::from_str::<Options>(r#"{"observer_timeout": -1}"#).is_err());
     }

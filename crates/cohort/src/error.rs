@@ -20,12 +20,14 @@ pub enum Error {
     },
 
     /// Cohort's tables are missing or do not have the shape Cohort relies on.
-    /// Apply [`crate::schema::ddl`] in a migration; the report lists every problem.
-    #[error("Cohort's tables are not ready:\n{0}")]
+    /// Apply Cohort's migrations ([`crate::schema::migrations`]); the report
+    /// lists every problem (its `Display` gives one line each).
+    #[error("Cohort's tables in schema {schema:?} are not ready: {count} problem(s)", schema = .0.schema.as_str(), count = .0.problems.len())]
     SchemaNotReady(ReadinessReport),
 
-    /// Start-up validation found problems; the report lists every one.
-    #[error("Cohort's model is invalid: {0}")]
+    /// Start-up validation found problems; the report lists every one (its
+    /// `Display` gives one line each).
+    #[error("Cohort's configuration is invalid: {count} problem(s)", count = .0.len())]
     Validation(ValidationReport),
 
     /// An erasure subject that is empty, too long, contains NUL, or fits no
@@ -48,7 +50,7 @@ pub enum Error {
     },
 
     /// A database error Cohort did not expect.
-    #[error("database error: {0}")]
+    #[error(transparent)]
     Database(#[from] sqlx::Error),
 
     /// A run lost its connection (or the ledger refused its terminal status)
@@ -74,7 +76,7 @@ pub enum Error {
     /// A legal-hold request (or a host-deletion target) was refused; the
     /// [`HoldError`](crate::holds::HoldError) says why. Nothing was written,
     /// and a caller's transaction is still usable.
-    #[error("{0}")]
+    #[error(transparent)]
     Hold(#[from] crate::holds::HoldError),
 
     /// An evidence call (verify, export, report, certificate) refused or

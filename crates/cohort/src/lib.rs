@@ -1,6 +1,7 @@
 // contract: C2 — the README is the crate documentation: its Rust examples
 // compile as doctests (and docs/model.md below), so a stale example fails the build.
 #![doc = include_str!("../../../README.md")]
+#![warn(missing_debug_implementations)]
 
 mod catalog;
 mod cohort;
@@ -9,6 +10,7 @@ mod error;
 pub mod evidence;
 pub mod holds;
 pub mod ledger;
+mod metrics;
 pub mod model;
 pub mod policy;
 mod run;
@@ -19,14 +21,18 @@ mod validate;
 pub use cohort::{Cohort, CohortBuilder};
 pub use config::{MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options};
 pub use error::{Error, Result};
+/// The boxed future [`RuleProvider::resolve`] and
+/// [`ledger::AuditObserver::on_event`] return (from `futures-util`).
+#[doc(no_inline)]
+pub use futures_util::future::BoxFuture;
 pub use ledger::{RunKind, RunStatus, Trigger};
 pub use model::{Anonymiser, Conventions, Retained};
 pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
 pub use run::{
-    EntityFailure, ErasureRequest, ErasureResult, ExemptType, MAX_SUBJECT_BYTES, Preview,
-    PreviewEntry, RunResult, Subject, SweepOptions, SweepResult,
+    EntityFailure, ErasureRequest, ExemptType, MAX_SUBJECT_BYTES, Preview, PreviewEntry, RunResult,
+    Subject, SweepOptions,
 };
 pub use sql::ident::IdentProblem;
 /// The cancellation token [`SweepOptions::cancel_on`] and
@@ -46,8 +52,9 @@ pub mod __private {
     //! Descriptors are built only through these constructors, so their fields
     //! stay private.
     pub use crate::model::descriptor::{
-        anonymise_custom, anonymise_empty_string, anonymise_literal, anonymise_null,
-        anonymised_field, entity_descriptor, exempt, field_descriptor, markers, retained,
+        anonymise_custom, anonymise_empty_string, anonymise_literal, anonymise_named,
+        anonymise_null, anonymised_field, entity_descriptor, exempt, field_descriptor, markers,
+        retained,
     };
     pub use uuid::Uuid;
 }

@@ -127,7 +127,7 @@ async fn erasure_matches_any_subject_column_in_the_tenant_whatever_the_age_excep
         .expect("messages");
 
     let result = cohort
-        .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
         .await
         .expect("erase");
     assert_eq!(result.kind, RunKind::Erasure);
@@ -181,7 +181,7 @@ async fn a_positive_legal_minimum_adds_a_strict_anchor_predicate_and_counts_bloc
     .await
     .expect("records");
     let result = cohort
-        .erase(&scope(), ErasureRequest::new(subject()), now)
+        .erase(&scope(), now, ErasureRequest::new(subject()))
         .await
         .expect("erase");
     assert_eq!(
@@ -210,7 +210,7 @@ async fn soft_delete_categories_are_refused_unless_opted_in() {
     .await;
     record(&db, 1, tenant(), subject(), None, Some(400)).await;
     let err = cohort
-        .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
         .await
         .expect_err("refused");
     assert!(
@@ -231,8 +231,8 @@ async fn soft_delete_categories_are_refused_unless_opted_in() {
     let result = cohort
         .erase(
             &scope(),
-            ErasureRequest::new(subject()).allow_soft_delete(),
             Utc::now(),
+            ErasureRequest::new(subject()).allow_soft_delete(),
         )
         .await
         .expect("opted in");
@@ -254,8 +254,8 @@ async fn a_dry_run_erasure_counts_writes_the_ledger_and_changes_nothing() {
     let result = cohort
         .erase(
             &scope(),
-            ErasureRequest::new(subject()).dry_run(),
             Utc::now(),
+            ErasureRequest::new(subject()).dry_run(),
         )
         .await
         .expect("dry run");
@@ -311,7 +311,7 @@ async fn erasure_runs_on_the_sweep_execution_model_one_entity_failing() {
         .expect("message");
     rules.set("messages", common::Answer::Error);
     let result = cohort
-        .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
         .await
         .expect("erase");
     assert_eq!(result.status, RunStatus::PartiallyFailed);
@@ -369,7 +369,7 @@ async fn erasure_waiting_on_row_one() -> (
         .expect("lock");
     let erase = tokio::spawn(async move {
         cohort
-            .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
+            .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
             .await
     });
     let mut watcher = db.connect().await;
@@ -412,7 +412,7 @@ async fn bad_subjects_are_typed_errors_and_write_nothing() {
     record(&db, 1, tenant(), subject(), None, Some(1)).await;
     for bad in [String::new(), "x".repeat(2000), "a\0b".to_string()] {
         let err = cohort
-            .erase(&scope(), ErasureRequest::new(bad), Utc::now())
+            .erase(&scope(), Utc::now(), ErasureRequest::new(bad))
             .await
             .expect_err("refused");
         assert!(matches!(err, cohort::Error::InvalidSubject { .. }), "{err}");
@@ -424,7 +424,7 @@ async fn bad_subjects_are_typed_errors_and_write_nothing() {
         .await
         .expect("message");
     let result = cohort
-        .erase(&scope(), ErasureRequest::new("ann@example.org"), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new("ann@example.org"))
         .await
         .expect("erase by email");
     assert_eq!(result.affected(), 1);
@@ -434,8 +434,8 @@ async fn bad_subjects_are_typed_errors_and_write_nothing() {
     let result = cohort
         .erase(
             &scope(),
-            ErasureRequest::new("'; DROP TABLE user_records; --"),
             Utc::now(),
+            ErasureRequest::new("'; DROP TABLE user_records; --"),
         )
         .await
         .expect("erase");

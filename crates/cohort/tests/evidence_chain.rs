@@ -552,7 +552,7 @@ async fn a_replaced_trigger_function_cannot_forge_a_pass() {
     .fetch_one(db.pool())
     .await
     .expect("insert");
-    db.exec(&migrations(&SchemaName::public())[2].up).await;
+    db.exec(&migrations(&SchemaName::public())[3].up).await;
     let report = check(&db).await;
     let found = kinds(&report);
     assert!(
@@ -661,14 +661,15 @@ async fn concurrent_sweeps_and_hold_creation_keep_every_chain_intact() {
 
 // contract: EV1, D3
 #[tokio::test]
-async fn upgrading_from_version_2_seals_the_rows_already_there() {
+async fn upgrading_from_version_3_seals_the_rows_already_there() {
     let db = TestDb::new().await;
     let schema = SchemaName::public();
     let all = migrations(&schema);
-    db.exec(&all[0].up).await;
-    db.exec(&all[1].up).await;
+    for m in &all[..3] {
+        db.exec(&m.up).await;
+    }
     db.exec(TABLES).await;
-    // A ledger written at version 2 (by hand: this library needs version 3).
+    // A ledger written at version 3 (by hand: this library needs version 4).
     let run1 = Uuid::new_v4();
     let run2 = Uuid::new_v4();
     let running = Uuid::new_v4();
@@ -705,10 +706,10 @@ async fn upgrading_from_version_2_seals_the_rows_already_there() {
     let before = check_readiness(&mut conn, &schema)
         .await
         .expect("readiness");
-    assert_eq!(before.installed_version, Some(2));
+    assert_eq!(before.installed_version, Some(3));
     assert!(!before.is_ready());
 
-    db.exec(&all[2].up).await;
+    db.exec(&all[3].up).await;
     let report = check(&db).await;
     assert!(report.is_intact(), "{report}");
     assert_eq!(report.runs, 2);
@@ -733,7 +734,7 @@ async fn upgrading_from_version_2_seals_the_rows_already_there() {
         .expect("hashes")
     };
     let first = hashes().await;
-    db.exec(&all[2].up).await;
+    db.exec(&all[3].up).await;
     assert_eq!(hashes().await, first);
 
     // The run still in progress settles through the trigger and joins the chain.

@@ -520,7 +520,7 @@ async fn ten_thousand(db: &TestDb) {
     .expect("contacts");
 }
 
-async fn race(db: &TestDb, strategy: Strategy) -> (cohort::SweepResult, cohort::SweepResult) {
+async fn race(db: &TestDb, strategy: Strategy) -> (cohort::RunResult, cohort::RunResult) {
     let a = cohort_with(db, rules(strategy), 500).await;
     let pool_b = sqlx::postgres::PgPoolOptions::new()
         .max_connections(4)
@@ -547,7 +547,7 @@ async fn race(db: &TestDb, strategy: Strategy) -> (cohort::SweepResult, cohort::
     (ra.expect("sweep a"), rb.expect("sweep b"))
 }
 
-fn affected(r: &cohort::SweepResult, entity: &str) -> u64 {
+fn affected(r: &cohort::RunResult, entity: &str) -> u64 {
     r.summaries
         .iter()
         .filter(|s| s.entity_type == entity)

@@ -613,8 +613,8 @@ async fn erasure_and_host_deletion_on_a_partitioned_table_respect_a_hold_in_eith
             cohort
                 .erase(
                     &scope(),
-                    ErasureRequest::new(uuid("aaaaaaaa-0000-0000-0000-000000000001")),
                     Utc::now(),
+                    ErasureRequest::new(uuid("aaaaaaaa-0000-0000-0000-000000000001")),
                 )
                 .await
         }

@@ -885,7 +885,7 @@ async fn times_outside_postgres_range_are_refused_typed_and_write_nothing() {
             "{t}: {previewed:?}"
         );
         let erased = cohort
-            .erase(&scope_a(), ErasureRequest::new(subject), t)
+            .erase(&scope_a(), t, ErasureRequest::new(subject))
             .await;
         assert!(
             matches!(erased, Err(Error::TimeOutOfRange { what: "now" })),

@@ -214,7 +214,7 @@ async fn a_subject_a_column_cannot_hold_exactly_matches_nothing() {
     // "alice-b" is readable as text (login) but not as a number: login alone
     // is compared, and a varchar(5) must not truncate it to "alice".
     let result = cohort
-        .erase(&scope(), ErasureRequest::new("alice-b"), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new("alice-b"))
         .await
         .expect("a subject login can read is not refused");
     assert_eq!(
@@ -227,7 +227,7 @@ async fn a_subject_a_column_cannot_hold_exactly_matches_nothing() {
     // "1.555" is readable by both columns; numeric(10,2) must not round it
     // to 1.56.
     let dry = cohort
-        .erase(&scope(), ErasureRequest::new("1.555").dry_run(), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new("1.555").dry_run())
         .await
         .expect("dry run");
     assert!(dry.dry_run);
@@ -237,28 +237,28 @@ async fn a_subject_a_column_cannot_hold_exactly_matches_nothing() {
         let dry = cohort
             .erase(
                 &scope(),
-                ErasureRequest::new(spelling).dry_run(),
                 Utc::now(),
+                ErasureRequest::new(spelling).dry_run(),
             )
             .await
             .expect("dry run");
         assert_eq!(dry.affected(), 1, "{spelling}");
     }
     let dry = cohort
-        .erase(&scope(), ErasureRequest::new("7.00").dry_run(), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new("7.00").dry_run())
         .await
         .expect("dry run");
     assert_eq!(dry.affected(), 1, "7.00 equals bob's 7.00");
     assert_eq!(handles(&db).await, vec![1, 2], "dry runs change nothing");
 
     let result = cohort
-        .erase(&scope(), ErasureRequest::new("alice"), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new("alice"))
         .await
         .expect("erase alice");
     assert_eq!(result.affected(), 1);
     assert_eq!(handles(&db).await, vec![2]);
     let result = cohort
-        .erase(&scope(), ErasureRequest::new("7"), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new("7"))
         .await
         .expect("erase 7");
     assert_eq!(result.affected(), 1, "7 equals 7.00 as a number");
@@ -282,7 +282,7 @@ async fn a_subject_no_column_can_read_is_refused_and_one_it_can_read_matches_exa
         .await
         .expect("model");
     let refused = cohort
-        .erase(&scope(), ErasureRequest::new("alice-b"), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new("alice-b"))
         .await;
     assert!(
         matches!(refused, Err(Error::InvalidSubject { .. })),
@@ -290,7 +290,7 @@ async fn a_subject_no_column_can_read_is_refused_and_one_it_can_read_matches_exa
     );
     assert_eq!(count(&db, "SELECT count(*) FROM sweep_run").await, 0);
     let result = cohort
-        .erase(&scope(), ErasureRequest::new("1.555"), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new("1.555"))
         .await
         .expect("a number numeric can read is a subject");
     assert_eq!(
@@ -346,8 +346,8 @@ async fn a_citext_subject_matches_when_the_extension_lives_off_the_search_path()
     let dry = cohort
         .erase(
             &scope(),
-            ErasureRequest::new("ALICE@Example.org").dry_run(),
             Utc::now(),
+            ErasureRequest::new("ALICE@Example.org").dry_run(),
         )
         .await
         .expect("dry run");
@@ -355,8 +355,8 @@ async fn a_citext_subject_matches_when_the_extension_lives_off_the_search_path()
     let result = cohort
         .erase(
             &scope(),
-            ErasureRequest::new("ALICE@Example.org"),
             Utc::now(),
+            ErasureRequest::new("ALICE@Example.org"),
         )
         .await
         .expect("erase");
@@ -410,7 +410,7 @@ async fn a_legal_minimum_beyond_postgres_range_blocks_every_anchored_row_and_fai
             .expect("message");
 
         let result = cohort
-            .erase(&scope(), ErasureRequest::new(subject()), now())
+            .erase(&scope(), now(), ErasureRequest::new(subject()))
             .await
             .unwrap_or_else(|e| panic!("{minimum}: erase failed: {e}"));
         assert_eq!(
@@ -472,7 +472,7 @@ async fn a_zero_legal_minimum_adds_no_anchor_condition_to_an_erasure() {
     record(&db, 4, tenant(), subject(), Some(1)).await;
     record(&db, 5, tenant(), someone_else(), None).await;
     let result = cohort
-        .erase(&scope(), ErasureRequest::new(subject()), now())
+        .erase(&scope(), now(), ErasureRequest::new(subject()))
         .await
         .expect("erase");
     assert_eq!(result.status, RunStatus::Succeeded);
@@ -522,7 +522,7 @@ async fn erasure_handles_infinite_anchors_with_and_without_a_legal_minimum() {
             let erasing = cohort.clone();
             let result = tokio::spawn(async move {
                 erasing
-                    .erase(&scope(), ErasureRequest::new(subject()), now())
+                    .erase(&scope(), now(), ErasureRequest::new(subject()))
                     .await
             })
             .await
@@ -580,7 +580,7 @@ async fn the_final_statement_rechecks_holds_committed_while_the_candidate_select
     let erasing = cohort.clone();
     let erasure = tokio::spawn(async move {
         erasing
-            .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
+            .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
             .await
     });
 

@@ -337,7 +337,7 @@ async fn quoted_schemas_under(path: &str) {
     assert_eq!(affected(&sweep, "QuotedPerson"), (0, 0));
 
     let erasure = cohort
-        .erase(&scope_a(), ErasureRequest::new("ann@example.org"), now())
+        .erase(&scope_a(), now(), ErasureRequest::new("ann@example.org"))
         .await
         .expect("erase");
     assert_eq!(erasure.kind, RunKind::Erasure);

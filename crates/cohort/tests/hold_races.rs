@@ -261,7 +261,7 @@ async fn mutate(cohort: Cohort, kind: Kind) -> Result<RunResult, Error> {
     match kind {
         Kind::Erasure => {
             cohort
-                .erase(&scope(), ErasureRequest::new(subject()), Utc::now())
+                .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
                 .await
         }
         _ => cohort.sweep(&scope(), Utc::now()).await,

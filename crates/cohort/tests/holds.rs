@@ -14,7 +14,7 @@ use cohort::holds::{
     RecordIdProblem, Target,
 };
 use cohort::{
-    Capabilities, Cohort, Error, Options, Period, Rule, RunStatus, Scope, Strategy, SweepResult,
+    Capabilities, Cohort, Error, Options, Period, Rule, RunResult, RunStatus, Scope, Strategy,
     TenantContext,
 };
 use common::models::*;
@@ -307,7 +307,7 @@ fn sqlstate(e: &Error) -> Option<String> {
     }
 }
 
-fn summary<'r>(result: &'r SweepResult, entity_type: &str) -> &'r cohort::ledger::EntitySummary {
+fn summary<'r>(result: &'r RunResult, entity_type: &str) -> &'r cohort::ledger::EntitySummary {
     result
         .summaries
         .iter()
@@ -315,7 +315,7 @@ fn summary<'r>(result: &'r SweepResult, entity_type: &str) -> &'r cohort::ledger
         .unwrap_or_else(|| panic!("no summary for {entity_type}: {result:#?}"))
 }
 
-async fn sweep_a(cohort: &Cohort, now: DateTime<Utc>) -> SweepResult {
+async fn sweep_a(cohort: &Cohort, now: DateTime<Utc>) -> RunResult {
     let result = cohort.sweep(&scope_a(), now).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
     result

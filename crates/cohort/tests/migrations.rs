@@ -90,7 +90,8 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
             vec![
                 id(1, "cohort_tables"),
                 id(2, "cohort_entity_fence"),
-                id(3, "cohort_evidence_chain")
+                id(3, "cohort_row_handlers"),
+                id(4, "cohort_evidence_chain")
             ]
         );
 
@@ -108,7 +109,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2, 3], "schema {name:?}");
+        assert_eq!(applied, vec![1, 2, 3, 4], "schema {name:?}");
     }
 }
 
@@ -119,7 +120,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 5);
+    assert_eq!(written.len(), 6);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -180,7 +181,7 @@ async fn insert_ledger_and_holds(db: &TestDb, s: &str, entity: Uuid) {
     .await;
 }
 
-/// The columns migration 3 (the evidence chain) adds: upgrades fill them
+/// The columns migration 4 (the evidence chain) adds: upgrades fill them
 /// (they seal the rows already there), so "the data survived" compares the
 /// rest.
 const EVIDENCE_COLUMNS: &str = "{chain_seq,chain_prev,chain_hash,chain_summaries,chain_summaries_head,\
@@ -215,21 +216,26 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
     assert_eq!(at_1.required_version, 3);
-    let missing = vec![id(2, "cohort_entity_fence"), id(3, "cohort_evidence_chain")];
+    let missing = vec![
+        id(2, "cohort_entity_fence"),
+        id(3, "cohort_row_handlers"),
+        id(4, "cohort_evidence_chain"),
+    ];
     assert_eq!(at_1.missing_migrations, missing);
-    // The missing migration is the one problem: what it adds is not listed again.
+    // The missing migrations are the one problem: what they add is not listed again.
     assert_eq!(
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 3,
-            missing: missing.clone(),
+            required: 4,
+            missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 3: apply migration(s) 2 (cohort_entity_fence), 3 (cohort_evidence_chain)"
+            "Cohort's schema is at version 1, this library needs 4: apply migration(s) \
+             2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain)"
         ),
         "{at_1}"
     );
@@ -438,7 +444,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     // elements are there).
     let report = readiness(&db, &legacy).await;
     assert_eq!(report.installed_version, None);
-    // What migration 3 (the evidence chain) adds is judged and reported too;
+    // What migration 4 (the evidence chain) adds is judged and reported too;
     // tests/evidence_chain.rs checks those problems.
     let evidence = |p: &ReadinessProblem| match p {
         ReadinessProblem::MissingColumn { column, .. } => {
@@ -460,12 +466,18 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 3,
+                required: 4,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
-                    id(3, "cohort_evidence_chain")
+                    id(3, "cohort_row_handlers"),
+                    id(4, "cohort_evidence_chain")
                 ],
+            },
+            ReadinessProblem::WrongNullability {
+                table: "sweep_row_handler_status",
+                column: "detail_id",
+                expected_not_null: false,
             },
             ReadinessProblem::MissingFunction {
                 function: "retention_holds_entity_fence"
@@ -479,8 +491,9 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 3): \
-                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_evidence_chain)"
+            "no Cohort schema version is recorded on sweep_run (this library needs 4): \
+                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
+                 4 (cohort_evidence_chain)"
         ),
         "{report}"
     );
@@ -488,22 +501,21 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     // Migration 1 adopts them (it creates only what is missing), data and all.
     insert_ledger_and_holds(&db, "legacy", Uuid::new_v4()).await;
     let before = contents(&db, "legacy").await;
-    migrator(&legacy).run(db.pool()).await.expect("adopt");
-    assert_ready(&readiness(&db, &legacy).await);
+    migrator(&legacy)
+        .run_to(1, db.pool())
+        .await
+        .expect("adopt");
     assert_eq!(contents(&db, "legacy").await, before);
     let mut after = shape(&db, "legacy").await;
     after.retain(|r| !legacy_shape.contains(r));
-    // Migration 3 (the evidence chain) adds its columns, indexes and
-    // triggers; migrations 1 and 2 change nothing else.
-    after.retain(|r| {
-        !["chain_", "removal_", "legal_minimum_count", "evidence"]
-            .iter()
-            .any(|m| r.contains(m))
-    });
     assert!(
         after.is_empty(),
         "migration 1 changed the legacy tables: {after:#?}"
     );
+    // The later migrations then apply as on any database at version 1.
+    migrator(&legacy).run(db.pool()).await.expect("upgrade");
+    assert_ready(&readiness(&db, &legacy).await);
+    assert_eq!(contents(&db, "legacy").await, before);
 }
 
 // contract: D2
@@ -511,7 +523,11 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
 async fn migration_2_reverts_to_version_1_and_reapplies() {
     let db = TestDb::new().await;
     let schema = SchemaName::new("retention").expect("valid");
-    migrator(&schema).run(db.pool()).await.expect("migrate");
+    // Migration 3 has no down (it lets a column hold NULL): revert 2 before it.
+    migrator(&schema)
+        .run_to(2, db.pool())
+        .await
+        .expect("migrate to 2");
     migrator(&schema)
         .undo(db.pool(), 1)
         .await
@@ -520,7 +536,11 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
     assert_eq!(report.installed_version, Some(1), "{report}");
     assert_eq!(
         report.missing_migrations,
-        vec![id(2, "cohort_entity_fence"), id(3, "cohort_evidence_chain")]
+        vec![
+            id(2, "cohort_entity_fence"),
+            id(3, "cohort_row_handlers"),
+            id(4, "cohort_evidence_chain")
+        ]
     );
     let triggers: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
@@ -556,7 +576,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 5] = [
+    let expected: [(i64, MigrationType, &str); 6] = [
         (
             1,
             MigrationType::Simple,
@@ -572,8 +592,13 @@ fn published_migrations_never_change() {
             MigrationType::ReversibleDown,
             "7afc96ab39756875e933f1258ae1b591e73ffe8296b3228fa415dde5b7791f05343a6a31018f1e0ba437712bdc4eb233",
         ),
-        (3, MigrationType::ReversibleUp, "CHECKSUM3UP"),
-        (3, MigrationType::ReversibleDown, "CHECKSUM3DOWN"),
+        (
+            3,
+            MigrationType::Simple,
+            "c961272fd6b9f23a400f10b1628a1538e8b67a8179a7fe187f3c064e85f7074948abd2b14543a8216752f363d5efc501",
+        ),
+        (4, MigrationType::ReversibleUp, "CHECKSUM4UP"),
+        (4, MigrationType::ReversibleDown, "CHECKSUM4DOWN"),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
         .iter()
@@ -593,17 +618,17 @@ fn published_migrations_never_change() {
 #[tokio::test]
 async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is_no_version() {
     let (db, schema) = db_with_cohort("public").await;
-    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 4'")
+    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 5'")
         .await;
     let report = readiness(&db, &schema).await;
     assert!(report.is_ready(), "{report}");
-    assert_eq!(report.installed_version, Some(4));
+    assert_eq!(report.installed_version, Some(5));
     assert!(report.missing_migrations.is_empty());
     assert_eq!(
         report.warnings,
         vec![ReadinessWarning::NewerSchemaVersion {
-            installed: 4,
-            supported: 3
+            installed: 5,
+            supported: 4
         }]
     );
 
@@ -612,9 +637,9 @@ async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is
     let report = readiness(&db, &schema).await;
     assert!(!report.is_ready());
     assert_eq!(report.installed_version, None);
-    assert_eq!(report.missing_migrations.len(), 3);
+    assert_eq!(report.missing_migrations.len(), 4);
     // Re-applying the latest migration puts the marker back.
-    db.exec(&migrations(&schema)[2].up).await;
+    db.exec(&migrations(&schema)[3].up).await;
     assert_ready(&readiness(&db, &schema).await);
 }
 

@@ -59,10 +59,14 @@ async fn readiness_reports_missing_tables_and_never_creates_them() {
         "readiness must not create tables"
     );
     let err = report.into_result().expect_err("not ready");
-    assert!(matches!(err, cohort::Error::SchemaNotReady(_)));
+    let cohort::Error::SchemaNotReady(report) = &err else {
+        panic!("{err:?}");
+    };
+    // The error says what, in one line; the report lists each problem.
+    assert!(!err.to_string().contains('\n'), "{err}");
     assert!(
-        err.to_string().contains("table sweep_run is missing"),
-        "{err}"
+        report.to_string().contains("table sweep_run is missing"),
+        "{report}"
     );
 }
 
@@ -362,10 +366,14 @@ async fn readiness_requires_the_entity_fence_trigger_enabled_and_as_cohort_defin
         .expect("readiness")
         .into_result()
         .expect_err("not ready");
+    let cohort::Error::SchemaNotReady(report) = &err else {
+        panic!("{err:?}");
+    };
     assert!(
-        err.to_string()
+        report
+            .to_string()
             .contains("trigger retention_holds_entity_fence on retention_holds is disabled"),
-        "{err}"
+        "{report}"
     );
 }
 

@@ -1547,10 +1547,11 @@ async fn five_different_mistakes_come_back_as_one_error_naming_all_five() {
         .build()
         .await
         .expect_err("five mistakes");
-    let text = err.to_string();
     let Error::Validation(report) = err else {
-        panic!("expected a validation error: {text}")
+        panic!("expected a validation error: {err}")
     };
+    // The report's Display lists every problem, one line each.
+    let text = report.to_string();
     assert_problems(
         &report.problems,
         &[

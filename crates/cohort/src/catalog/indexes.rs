@@ -1,11 +1,14 @@
-//! Primary keys and unique indexes of tables.
+//! The indexes of tables: unique ones prove a record id unique, every valid
+//! one may serve a batch's scans.
 
 use sqlx::postgres::types::Oid;
 use sqlx::{PgConnection, Row};
 
-/// A unique index (every primary key and unique constraint has one).
+/// An index (every primary key and unique constraint has one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CatalogIndex {
+    /// `indisunique`.
+    pub(crate) unique: bool,
     /// The indexed table.
     pub(crate) table_oid: u32,
     /// The index's name, for messages.
@@ -19,7 +22,7 @@ pub(crate) struct CatalogIndex {
     pub(crate) key_attnums: Vec<i16>,
 }
 
-/// Reads every unique index (primary keys included) of the given tables.
+/// Reads every index (primary keys included) of the given tables.
 pub(crate) async fn indexes(
     conn: &mut PgConnection,
     table_oids: &[u32],
@@ -29,7 +32,8 @@ pub(crate) async fn indexes(
     }
     let oids: Vec<Oid> = table_oids.iter().copied().map(Oid).collect();
     sqlx::query(
-        "SELECT ix.indrelid, ic.relname::pg_catalog.text AS name, ix.indisprimary, ix.indisvalid, \
+        "SELECT ix.indrelid, ic.relname::pg_catalog.text AS name, ix.indisunique, ix.indisprimary, \
+                (ix.indisvalid AND ix.indisready) AS indisvalid, \
                 (ix.indpred IS NOT NULL) AS partial, \
                 ARRAY(SELECT k.attnum \
                         FROM pg_catalog.unnest(ix.indkey::pg_catalog.int2[]) \
@@ -39,7 +43,6 @@ pub(crate) async fn indexes(
          FROM pg_catalog.pg_index ix \
          JOIN pg_catalog.pg_class ic ON ic.oid OPERATOR(pg_catalog.=) ix.indexrelid \
          WHERE ix.indrelid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[]) \
-           AND ix.indisunique \
          ORDER BY ix.indrelid, ic.relname",
     )
     .bind(&oids)
@@ -49,6 +52,7 @@ pub(crate) async fn indexes(
     .map(|r| {
         let table: Oid = r.try_get("indrelid")?;
         Ok(CatalogIndex {
+            unique: r.try_get("indisunique")?,
             table_oid: table.0,
             name: r.try_get("name")?,
             primary: r.try_get("indisprimary")?,

@@ -1,7 +1,7 @@
 //! Evidence an auditor can trust (contract EV1–EV4): a tamper-evident
 //! ledger, exports, an auditor's report and erasure certificates.
 //!
-//! * [`verify`] walks the hash chain that migration 3 keeps on Cohort's
+//! * [`verify`] walks the hash chain that migration 4 keeps on Cohort's
 //!   ledger and holds, recomputing every hash on the client, and names every
 //!   row changed, deleted or inserted out of order (EV1).
 //! * [`export`] streams runs, summaries or row details of a time range as
@@ -44,7 +44,7 @@ use crate::schema::{SchemaName, check_readiness};
 use sqlx::PgConnection;
 
 /// Readiness first, as every Cohort entry point: the evidence calls read the
-/// columns migration 3 adds.
+/// columns migration 4 adds.
 pub(crate) async fn ensure_ready(
     conn: &mut PgConnection,
     schema: &SchemaName,

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use futures_util::future::BoxFuture;
-use sqlx::{Acquire, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::error::{HoldError, MAX_DELETION_TARGETS};
@@ -17,7 +17,7 @@ use super::validate;
 use crate::cohort::Cohort;
 use crate::error::Error;
 use crate::model::resolved::ResolvedEntity;
-use crate::sql::{AssertSqlSafe, pin_search_path, restore_search_path};
+use crate::sql::{AssertSqlSafe, Pinned};
 
 /// Host deletions that respect legal holds. Get one from [`Cohort::deletion`].
 #[derive(Debug, Clone, Copy)]
@@ -25,10 +25,9 @@ pub struct Deletion<'a> {
     cohort: &'a Cohort,
 }
 
-impl Cohort {
-    /// The host-deletion service.
-    pub fn deletion(&self) -> Deletion<'_> {
-        Deletion { cohort: self }
+impl<'a> Deletion<'a> {
+    pub(crate) fn new(cohort: &'a Cohort) -> Deletion<'a> {
+        Deletion { cohort }
     }
 }
 
@@ -141,27 +140,27 @@ impl Deletion<'_> {
         }
         self.cohort.ensure_ready(conn).await?;
 
-        let mut tx = conn.begin().await?;
-        let previous_path = pin_search_path(&mut tx).await?;
-        let held = match self.lock_and_check(&mut tx, targets, &resolved).await {
+        let mut tx = Pinned::begin(conn).await?;
+        let held = match self.lock_and_check(tx.conn(), targets, &resolved).await {
             Ok(held) => held,
             Err(e) => {
-                let _ = tx.rollback().await;
+                tx.rollback().await;
                 return Err(e.into());
             }
         };
         if !held.is_empty() {
-            tx.rollback().await?;
+            tx.rollback().await;
             return Ok(DeletionOutcome::Protected { held });
         }
-        restore_search_path(&mut tx, &previous_path).await?;
-        match callback(&mut tx).await {
+        // The host's callback runs with the caller's search_path.
+        tx.unpin().await?;
+        match callback(tx.conn()).await {
             Ok(value) => {
                 tx.commit().await?;
                 Ok(DeletionOutcome::Deleted(value))
             }
             Err(e) => {
-                tx.rollback().await?;
+                tx.rollback().await;
                 Err(DeletionError::Callback(e))
             }
         }

@@ -3,7 +3,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::postgres::types::PgInterval;
-use sqlx::{Acquire, PgConnection, Postgres, Row, Transaction};
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::error::HoldError;
@@ -16,7 +16,7 @@ use crate::cohort::Cohort;
 use crate::error::Error;
 use crate::model::resolved::ResolvedEntity;
 use crate::sql::timestamp::to_pg_precision;
-use crate::sql::{AssertSqlSafe, PgTime, pin_search_path, restore_search_path};
+use crate::sql::{AssertSqlSafe, PgTime, Pinned};
 
 /// The longest inactive-hold retention [`Holds::prune`] computes with; longer
 /// ones saturate to it (about 4,000 years: no hold is that old, and the
@@ -41,34 +41,9 @@ pub struct Holds<'a> {
     cohort: &'a Cohort,
 }
 
-impl Cohort {
-    /// The legal-holds repository.
-    pub fn holds(&self) -> Holds<'_> {
-        Holds { cohort: self }
-    }
-}
-
-/// A transaction (or savepoint) of ours with `search_path` pinned.
-struct Pinned<'c> {
-    tx: Transaction<'c, Postgres>,
-    previous_path: String,
-}
-
-impl<'c> Pinned<'c> {
-    /// Commits on success (putting `search_path` back first), rolls back otherwise.
-    async fn finish<T>(mut self, result: Result<T, Error>) -> Result<T, Error> {
-        match result {
-            Ok(value) => {
-                restore_search_path(&mut self.tx, &self.previous_path).await?;
-                self.tx.commit().await?;
-                Ok(value)
-            }
-            Err(e) => {
-                // Rolling back the savepoint also undoes the pinned search_path.
-                let _ = self.tx.rollback().await;
-                Err(e)
-            }
-        }
+impl<'a> Holds<'a> {
+    pub(crate) fn new(cohort: &'a Cohort) -> Holds<'a> {
+        Holds { cohort }
     }
 }
 
@@ -87,9 +62,7 @@ impl Holds<'_> {
             return Err(Error::UntrackedTransaction);
         }
         self.cohort.ensure_ready(conn).await?;
-        let mut tx = conn.begin().await?;
-        let previous_path = pin_search_path(&mut tx).await?;
-        Ok(Pinned { tx, previous_path })
+        Ok(Pinned::begin(conn).await?)
     }
 
     /// Creates a hold on one existing row and returns it as stored.
@@ -128,7 +101,7 @@ impl Holds<'_> {
             request.expires_at = Some(pg_time(&expires_at, "expires_at")?);
         }
         let mut scope = self.begin(conn).await?;
-        let result = self.create_in(&mut scope.tx, e, &request).await;
+        let result = self.create_in(scope.conn(), e, &request).await;
         scope.finish(result).await
     }
 
@@ -204,7 +177,7 @@ impl Holds<'_> {
         let result = sqlx::query(AssertSqlSafe(self.sql().remove()))
             .bind(hold_id)
             .bind(removed_at)
-            .fetch_optional(&mut *scope.tx)
+            .fetch_optional(scope.conn())
             .await
             .map_err(Error::from)
             .and_then(|row| match row {
@@ -231,7 +204,7 @@ impl Holds<'_> {
             .bind(as_of)
             .bind(filter.entity_id)
             .bind(filter.tenant_id)
-            .fetch_all(&mut *scope.tx)
+            .fetch_all(scope.conn())
             .await
             .map_err(Error::from)
             .and_then(|rows| {
@@ -256,7 +229,7 @@ impl Holds<'_> {
         let as_of = pg_time(&as_of, "as_of")?;
         let e = validate::target(self.entities(), target)?;
         let mut scope = self.begin(conn).await?;
-        let result = self.is_held_in(&mut scope.tx, e, target, as_of).await;
+        let result = self.is_held_in(scope.conn(), e, target, as_of).await;
         scope.finish(result).await
     }
 
@@ -303,7 +276,7 @@ impl Holds<'_> {
                 };
                 sqlx::query(AssertSqlSafe(self.sql().prune()))
                     .bind(interval)
-                    .execute(&mut *scope.tx)
+                    .execute(scope.conn())
                     .await
                     .map(|done| done.rows_affected())
                     .map_err(Error::from)

@@ -63,6 +63,34 @@ impl HoldRequest {
         }
     }
 
+    /// A hold on a row of `T` (its retained-entity id comes from the type),
+    /// with a random id and no expiry. A type without an id (an exempt one)
+    /// gives the nil id, which hold creation refuses as unknown.
+    ///
+    /// ```
+    /// # #[derive(cohort::Retained)]
+    /// # #[cohort(category = "session-notes", anchor = "created_at", id = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8")]
+    /// # struct SessionNote { id: uuid::Uuid, tenant_id: uuid::Uuid, created_at: chrono::DateTime<chrono::Utc> }
+    /// use cohort::holds::HoldRequest;
+    /// let tenant = uuid::Uuid::new_v4();
+    /// let request = HoldRequest::of::<SessionNote>("4f9d…", Some(tenant), "Litigation hold", chrono::Utc::now());
+    /// assert_eq!(request.entity_id, SessionNote::ENTITY_ID);
+    /// ```
+    pub fn of<T: crate::Retained>(
+        record_id: impl Into<String>,
+        tenant_id: Option<Uuid>,
+        reason: impl Into<String>,
+        created_at: DateTime<impl TimeZone>,
+    ) -> HoldRequest {
+        HoldRequest::new(
+            T::entity_id().unwrap_or_default(),
+            record_id,
+            tenant_id,
+            reason,
+            created_at,
+        )
+    }
+
     /// Sets the hold's id (for idempotent creation by the host).
     pub fn hold_id(mut self, hold_id: Uuid) -> HoldRequest {
         self.hold_id = hold_id;
@@ -77,7 +105,8 @@ impl HoldRequest {
 }
 
 /// A hold as stored in `retention_holds`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Hold {
     /// The hold's id.
     pub hold_id: Uuid,
@@ -154,6 +183,20 @@ pub struct Target {
 }
 
 impl Target {
+    /// Names one row of `T` (its retained-entity id comes from the type).
+    ///
+    /// ```
+    /// # #[derive(cohort::Retained)]
+    /// # #[cohort(category = "session-notes", anchor = "created_at", id = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8")]
+    /// # struct SessionNote { id: uuid::Uuid, tenant_id: uuid::Uuid, created_at: chrono::DateTime<chrono::Utc> }
+    /// use cohort::holds::Target;
+    /// let target = Target::of::<SessionNote>("4f9d…", Some(uuid::Uuid::new_v4()));
+    /// assert_eq!(target.entity_id, SessionNote::ENTITY_ID);
+    /// ```
+    pub fn of<T: crate::Retained>(record_id: impl Into<String>, tenant_id: Option<Uuid>) -> Target {
+        Target::new(T::entity_id().unwrap_or_default(), record_id, tenant_id)
+    }
+
     /// Names one row.
     pub fn new(entity_id: Uuid, record_id: impl Into<String>, tenant_id: Option<Uuid>) -> Target {
         Target {

@@ -3,12 +3,14 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use uuid::Uuid;
 
 use crate::policy::{Period, Strategy};
 
 /// What kind of run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub enum RunKind {
     /// A retention sweep.
     Sweep,
@@ -27,7 +29,8 @@ impl RunKind {
 }
 
 /// Who started a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub enum Trigger {
     /// The scheduled worker.
     Scheduled,
@@ -46,7 +49,8 @@ impl Trigger {
 }
 
 /// A run's status, as stored in `sweep_run.status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Running (or its owner died; see the settle timeout).
     Started,
@@ -80,7 +84,7 @@ impl fmt::Display for RunStatus {
 }
 
 /// The counts of one (retained entity, category, tenant, strategy) in one run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct EntitySummary {
     /// The retained-entity id.
@@ -121,7 +125,11 @@ pub struct EntitySummary {
 }
 
 /// One event of a run, delivered to observers after its transaction committed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Serializes as `{"event": "Started", ...fields}`, so observers can ship
+/// events as they are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event")]
 #[non_exhaustive]
 pub enum AuditEvent {
     /// The run row committed.

@@ -2,10 +2,11 @@
 
 use std::fmt;
 
+use serde::Serialize;
 use uuid::Uuid;
 
 /// What kind of failure, as stored in the ledger. Machine-safe by construction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub enum FailureKind {
     /// A database error (the SQLSTATE says which).
@@ -51,7 +52,8 @@ impl FailureKind {
 /// A sanitized failure: its kind, the SQLSTATE when there is one, and a
 /// random diagnostic id. Never a message, a stack, an SQL value or a subject.
 /// The full error is logged through `tracing` with the same diagnostic id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Failure {
     /// What kind of failure.
     pub kind: FailureKind,

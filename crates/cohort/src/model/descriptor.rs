@@ -282,6 +282,10 @@ pub enum AnonymiseMethod {
     Literal(&'static str),
     /// `#[cohort(anonymise_with = MyAnonymiser)]`: computed per row by an [`Anonymiser`].
     Custom(CustomAnonymiser),
+    /// `#[cohort(anonymise_with = "name")]`: computed per row by the
+    /// [`AnonymiserFn`] value the host registers under that name with
+    /// [`crate::CohortBuilder::anonymiser`] (one with state: a key, a salt).
+    Named(&'static str),
 }
 
 /// A custom anonymiser as stored in a descriptor.
@@ -300,6 +304,42 @@ impl CustomAnonymiser {
 
     /// Runs the anonymiser (`<T as Anonymiser>::anonymise`) on `original`.
     pub fn anonymise(&self, original: Option<&str>) -> Option<String> {
+        (self.anonymise)(original)
+    }
+}
+
+/// An anonymiser value with state (a key, a salt, a lookup table),
+/// registered by name with [`crate::CohortBuilder::anonymiser`] and named on
+/// a field with `#[cohort(anonymise_with = "name")]`. Closures
+/// `Fn(Option<&str>) -> Option<String>` are anonymisers.
+///
+/// Like [`Anonymiser`], it receives the column's value as PostgreSQL text
+/// (`NULL` as `None`) and returns the replacement as text. It runs inside a
+/// batch transaction: keep it fast and free of I/O. A panic fails the entity
+/// for that run (the batch rolls back).
+///
+/// ```
+/// use cohort::model::AnonymiserFn;
+/// let salt = String::from("s3cret");
+/// let pseudonym = move |v: Option<&str>| v.map(|v| format!("user-{}", v.len() + salt.len()));
+/// assert_eq!(pseudonym.anonymise(Some("ann")).as_deref(), Some("user-9"));
+/// ```
+pub trait AnonymiserFn: Send + Sync + 'static {
+    /// The replacement for `original`.
+    fn anonymise(&self, original: Option<&str>) -> Option<String>;
+}
+
+impl<F> AnonymiserFn for F
+where
+    F: Fn(Option<&str>) -> Option<String> + Send + Sync + 'static,
+{
+    fn anonymise(&self, original: Option<&str>) -> Option<String> {
+        self(original)
+    }
+}
+
+impl AnonymiserFn for CustomAnonymiser {
+    fn anonymise(&self, original: Option<&str>) -> Option<String> {
         (self.anonymise)(original)
     }
 }
@@ -432,6 +472,12 @@ pub const fn anonymise_empty_string() -> AnonymiseMethod {
 #[doc(hidden)]
 pub const fn anonymise_literal(text: &'static str) -> AnonymiseMethod {
     AnonymiseMethod::Literal(text)
+}
+
+/// [`AnonymiseMethod::Named`]. Derive output only.
+#[doc(hidden)]
+pub const fn anonymise_named(name: &'static str) -> AnonymiseMethod {
+    AnonymiseMethod::Named(name)
 }
 
 /// [`AnonymiseMethod::Custom`] with a [`CustomAnonymiser`]. Derive output

@@ -6,6 +6,6 @@ pub(crate) mod resolved;
 
 pub use conventions::Conventions;
 pub use descriptor::{
-    AnonymiseMethod, AnonymisedField, Anonymiser, CustomAnonymiser, EntityDescriptor,
+    AnonymiseMethod, AnonymisedField, Anonymiser, AnonymiserFn, CustomAnonymiser, EntityDescriptor,
     FieldDescriptor, Markers, Membership, Retained,
 };

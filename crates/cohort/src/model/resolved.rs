@@ -3,7 +3,9 @@
 
 use uuid::Uuid;
 
-use super::{AnonymiseMethod, EntityDescriptor};
+use std::sync::Arc;
+
+use super::{AnonymiseMethod, AnonymiserFn, EntityDescriptor};
 use crate::policy::Capabilities;
 use crate::sql::{Ident, QualifiedName};
 
@@ -41,10 +43,22 @@ impl Column {
 }
 
 /// A column scrubbed by the `Anonymise` strategy.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct AnonymisedColumn {
     pub(crate) column: Column,
     pub(crate) method: AnonymiseMethod,
+    /// For methods computed per row (a custom anonymiser type, or a value
+    /// registered by name): the function, resolved at start-up.
+    pub(crate) computed: Option<Arc<dyn AnonymiserFn>>,
+}
+
+impl std::fmt::Debug for AnonymisedColumn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnonymisedColumn")
+            .field("column", &self.column)
+            .field("method", &self.method)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A validated retained type.

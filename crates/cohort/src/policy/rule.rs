@@ -10,6 +10,7 @@ use super::Period;
 
 /// What happens to a row once it is old enough.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Strategy {
     /// Delete the row.
     Purge,
@@ -41,6 +42,7 @@ impl fmt::Display for Strategy {
 
 /// Whether the ledger records each mutated row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum AuditDetail {
     /// Counts only (the default).
     #[default]

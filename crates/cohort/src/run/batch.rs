@@ -314,12 +314,15 @@ impl EntityBatches<'_> {
         if let Err(e) =
             txn::begin_fenced(conn, self.values.entity.fence, self.fence_wait, wait).await
         {
-            let _ = txn::rollback(conn).await;
+            if let Err(rollback) = txn::rollback(conn).await {
+                tracing::warn!(error = %rollback, "rolling back a batch that could not begin failed");
+            }
             return Err(match sqlstate(&e).as_deref() {
                 Some(LOCK_NOT_AVAILABLE) => BatchError::Fence(e),
                 _ => db(e),
             });
         }
+        let started = std::time::Instant::now();
         let result = match path {
             Path::Range => self.range(conn, cursor.as_ref()).await,
             Path::Locked => self.locked(conn, cursor.as_ref()).await,
@@ -330,6 +333,13 @@ impl EntityBatches<'_> {
                 if let Some(next) = next {
                     *cursor = Some(next);
                 }
+                tracing::debug!(
+                    rows = batch.affected,
+                    ms = started.elapsed().as_secs_f64() * 1000.0,
+                    path = ?path,
+                    "batch committed"
+                );
+                crate::metrics::batch(self.values.strategy, batch.affected);
                 Ok(batch)
             }
             Err(e) => {
@@ -447,18 +457,17 @@ impl EntityBatches<'_> {
 
     /// The custom anonymisers' replacement values, column by column.
     fn anonymise(&self, rows: &[PgRow], located: &mut Located) -> Result<(), BatchError> {
+        if self.values.strategy != Strategy::Anonymise {
+            return Ok(());
+        }
+        // The same columns, in the same order, as the statements' `v{i}`.
         let customs = self
             .values
             .entity
             .anonymise
             .iter()
-            .filter_map(|a| match a.method {
-                AnonymiseMethod::Custom(c) if self.values.strategy == Strategy::Anonymise => {
-                    Some(c)
-                }
-                _ => None,
-            });
-        for (i, custom) in customs.enumerate() {
+            .filter_map(|a| a.computed.as_ref().map(|f| (a, f)));
+        for (i, (anonymised, custom)) in customs.enumerate() {
             let column = format!("v{i}");
             let Some(values) = located.customs.get_mut(i) else {
                 continue;
@@ -466,12 +475,15 @@ impl EntityBatches<'_> {
             for r in rows {
                 let original: Option<String> = r.try_get(column.as_str()).map_err(db)?;
                 let replaced = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    (custom.anonymise)(original.as_deref())
+                    custom.anonymise(original.as_deref())
                 }))
                 .map_err(|_| {
                     BatchError::Failed(Failure::reason(
                         FailureKind::AnonymiserPanic,
-                        &format_args!("anonymiser {} panicked", custom.name),
+                        &format_args!(
+                            "the anonymiser of column {} panicked",
+                            anonymised.column.name
+                        ),
                     ))
                 })?;
                 values.push(replaced);

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use chrono::DateTime;
+use chrono::{DateTime, Utc};
 use sqlx::{Acquire, PgConnection};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -70,6 +70,8 @@ pub struct ErasureRequest {
     subject: Subject,
     dry_run: bool,
     allow_soft_delete: bool,
+    /// Types accepted as soft-delete erasure one by one.
+    soft_delete_types: Vec<Uuid>,
     cancellation: Option<CancellationToken>,
 }
 
@@ -80,6 +82,7 @@ impl ErasureRequest {
             subject: subject.into(),
             dry_run: false,
             allow_soft_delete: false,
+            soft_delete_types: Vec::new(),
             cancellation: None,
         }
     }
@@ -98,6 +101,16 @@ impl ErasureRequest {
         self
     }
 
+    /// Accept soft-delete as erasure for type `T` only (repeat for each type
+    /// where a flag is enough); other soft-delete types still refuse the
+    /// request.
+    pub fn allow_soft_delete_for<T: crate::Retained>(mut self) -> Self {
+        if let Some(id) = T::entity_id() {
+            self.soft_delete_types.push(id);
+        }
+        self
+    }
+
     /// Stops the run at the next batch boundary when `token` is cancelled.
     pub fn cancel_on(mut self, token: CancellationToken) -> Self {
         self.cancellation = Some(token);
@@ -111,28 +124,13 @@ impl ErasureRequest {
 }
 
 impl Cohort {
-    /// Erases `request`'s subject in `scope` at `now`: every row of the
-    /// scope's retained types where any erasure-subject column equals the
-    /// subject, whose resolved strategy is eligible, and that no active hold
-    /// covers. The ordinary period never delays an erasure; a positive legal
-    /// minimum does (`anchor < now - legal_minimum`).
-    ///
-    /// Runs like a sweep (own connection, `Started` row first, committed
-    /// batches, one entity's failure recorded while the others go on), except
-    /// that candidate selects wait for rows other transactions hold locked.
-    ///
-    /// Refused before anything is written when the subject fits no subject
-    /// column ([`Error::InvalidSubject`]) or a category resolves to
-    /// soft-delete without [`ErasureRequest::allow_soft_delete`]
-    /// ([`Error::SoftDeleteErasureRefused`]).
-    pub async fn erase<Tz: chrono::TimeZone>(
+    /// The erasure at `now` (already at PostgreSQL's precision).
+    pub(crate) async fn run_erasure(
         &self,
         scope: &Scope,
+        now: DateTime<Utc>,
         request: ErasureRequest,
-        now: DateTime<Tz>,
     ) -> Result<RunResult, Error> {
-        let now = crate::sql::timestamp::to_pg_precision(&now)
-            .ok_or(Error::TimeOutOfRange { what: "now" })?;
         let subject = request.subject.as_str();
         if subject.is_empty() || subject.len() > MAX_SUBJECT_BYTES || subject.contains('\0') {
             return Err(Error::InvalidSubject {
@@ -166,7 +164,9 @@ impl Cohort {
             let soft_delete = planned
                 .as_ref()
                 .is_ok_and(|p| p.rule.strategy == Strategy::SoftDelete);
-            if soft_delete && !request.allow_soft_delete {
+            let allowed =
+                request.allow_soft_delete || request.soft_delete_types.contains(&e.entity_id);
+            if soft_delete && !allowed {
                 refused.push(e.type_name());
             }
             entities.push((e, columns, planned));

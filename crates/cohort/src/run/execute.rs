@@ -8,6 +8,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::batch::{EntityBatches, LoopEnd, Values, measure};
@@ -125,8 +126,32 @@ impl Cohort {
         now: DateTime<Utc>,
         spec: RunSpec<'_>,
     ) -> Result<RunResult, Error> {
-        let inner = &self.inner;
         let run_id = Uuid::new_v4();
+        let span = tracing::info_span!(
+            "cohort.run",
+            run_id = %run_id,
+            kind = spec.kind.as_str(),
+            trigger = spec.trigger.as_str(),
+            tenant_id = %scope.ledger_tenant(),
+            dry_run = spec.dry_run,
+        );
+        let result = self
+            .execute_run(conn, scope, now, spec, run_id)
+            .instrument(span)
+            .await;
+        crate::metrics::run(&result);
+        result
+    }
+
+    async fn execute_run(
+        &self,
+        conn: &mut PgConnection,
+        scope: &Scope,
+        now: DateTime<Utc>,
+        spec: RunSpec<'_>,
+        run_id: Uuid,
+    ) -> Result<RunResult, Error> {
+        let inner = &self.inner;
         let tenant_id = scope.ledger_tenant();
         let ledger = Ledger::new(&inner.schema);
         let mut delivery = Delivery::new(&inner.observers, inner.options.observer_timeout);
@@ -191,6 +216,16 @@ impl Cohort {
                 Some(p) => p,
                 None => plan(inner.provider.as_ref(), e, scope.tenant(), now).await,
             };
+            let span = tracing::info_span!(
+                "cohort.entity",
+                entity_id = %e.entity_id,
+                entity_type = e.type_name(),
+                category = e.category,
+                strategy = tracing::field::Empty,
+            );
+            if let Ok(plan) = &planned {
+                span.record("strategy", plan.rule.strategy.as_str());
+            }
             let outcome = self
                 .run_entity(
                     conn,
@@ -203,6 +238,7 @@ impl Cohort {
                     &spec,
                     run_id,
                 )
+                .instrument(span)
                 .await;
             if let Some(f) = &outcome.failure {
                 failures.push(EntityFailure {
@@ -243,6 +279,14 @@ impl Cohort {
             // stays `Started` until `settle_abandoned_runs` takes it.
             return Err(Error::RunInterrupted { run_id, source });
         }
+        tracing::info!(
+            status = status.as_str(),
+            affected = summaries.iter().map(|s| s.affected).sum::<u64>(),
+            held = summaries.iter().map(|s| s.held).sum::<u64>(),
+            skipped = summaries.iter().map(|s| s.skipped).sum::<u64>(),
+            failed_entities = failures.len(),
+            "run settled"
+        );
         delivery
             .deliver(&AuditEvent::Settled {
                 run_id,
@@ -498,12 +542,8 @@ fn run_error(failures: &[EntityFailure]) -> Option<String> {
 }
 
 impl Cohort {
-    /// Marks runs still `Started` after `Options::settle_timeout` as `Failed`,
-    /// when their owner is gone (their run lock can be taken); a live run is
-    /// never touched. Their summaries still `Running` are settled `Failed`
-    /// too, keeping the counts their committed batches left. Returns how many
-    /// runs were settled.
-    pub async fn settle_abandoned_runs(&self) -> Result<u64, Error> {
+    /// Settles abandoned runs (see [`Cohort::settle_abandoned_runs`]).
+    pub(crate) async fn settle_abandoned(&self) -> Result<u64, Error> {
         let inner = &self.inner;
         let mut conn = inner.pool.acquire().await?;
         self.ensure_ready(&mut conn).await?;

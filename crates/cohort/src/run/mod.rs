@@ -9,6 +9,7 @@ mod statements;
 mod sweep;
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -42,7 +43,7 @@ impl SweepOptions {
 }
 
 /// One entity that failed during a run; the others went on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct EntityFailure {
     /// The retained-entity id.
@@ -55,7 +56,7 @@ pub struct EntityFailure {
 
 /// A type registered as explicitly exempt (`#[cohort(exempt = "...")]`):
 /// reported so that what is deliberately kept shows up next to what is swept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct ExemptType {
     /// The Rust type.
@@ -65,7 +66,7 @@ pub struct ExemptType {
 }
 
 /// What a sweep or an erasure did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct RunResult {
     /// The run's id in `sweep_run`.
@@ -86,12 +87,6 @@ pub struct RunResult {
     /// The registered types that are explicitly exempt (never swept).
     pub exempt: Vec<ExemptType>,
 }
-
-/// What a sweep did.
-pub type SweepResult = RunResult;
-
-/// What an erasure did; `dry_run` says whether anything was changed.
-pub type ErasureResult = RunResult;
 
 impl RunResult {
     /// Rows changed by the run (or that would have been, in a dry run).

@@ -1,6 +1,7 @@
 //! Preview: what a sweep at the same instant would do, changing nothing.
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use uuid::Uuid;
 
 use super::ExemptType;
@@ -15,7 +16,7 @@ use crate::policy::{AuditDetail, Scope, Strategy};
 use crate::sql::PgTime;
 
 /// What a sweep of one entity would do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct PreviewEntry {
     /// The retained-entity id.
@@ -41,7 +42,7 @@ pub struct PreviewEntry {
 }
 
 /// A count-only preview of a sweep.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Preview {
     /// The logical time, in UTC, at PostgreSQL's precision.
@@ -53,16 +54,12 @@ pub struct Preview {
 }
 
 impl Cohort {
-    /// Counts, per retained type of `scope`, what a sweep at `now` would change,
-    /// how many rows are held and how many have a NULL anchor. Changes nothing
-    /// and writes no ledger.
-    pub async fn preview<Tz: chrono::TimeZone>(
+    /// The preview at `now` (already at PostgreSQL's precision).
+    pub(crate) async fn run_preview(
         &self,
         scope: &Scope,
-        now: DateTime<Tz>,
+        now: DateTime<Utc>,
     ) -> Result<Preview, Error> {
-        let now = crate::sql::timestamp::to_pg_precision(&now)
-            .ok_or(Error::TimeOutOfRange { what: "now" })?;
         let inner = &self.inner;
         let ledger = Ledger::new(&inner.schema);
         let mut conn = inner.pool.acquire().await?;

@@ -277,10 +277,12 @@ impl Parts<'_> {
                         AnonymiseMethod::Literal(_) => {
                             sets.push(format!("{col} = {}::pg_catalog.text", b.p(P::Literal(i))))
                         }
-                        AnonymiseMethod::Custom(_) => {
+                        _ if a.computed.is_some() => {
                             sets.push(format!("{col} = v.n{custom}"));
                             custom += 1;
                         }
+                        // A method this engine does not know writes nothing.
+                        _ => {}
                     }
                 }
                 if let Some(at) = &e.anonymised_at {
@@ -415,7 +417,7 @@ impl Parts<'_> {
         self.e
             .anonymise
             .iter()
-            .filter(move |a| anonymise && matches!(a.method, AnonymiseMethod::Custom(_)))
+            .filter(move |a| anonymise && a.computed.is_some())
     }
 
     /// The locked path's mutation, by `(tableoid, ctid)`, re-checking

@@ -10,35 +10,7 @@ use crate::ledger::{RunKind, Trigger};
 use crate::policy::Scope;
 
 impl Cohort {
-    /// Sweeps the rows of `scope` that are old enough at `now` (any UTC offset;
-    /// normalised to UTC at microsecond precision, as PostgreSQL keeps it),
-    /// applying each category's rule, and returns what it did. The run is
-    /// audited as `Manual`. A `now` outside PostgreSQL's range is refused
-    /// ([`Error::TimeOutOfRange`]) before anything is written.
-    ///
-    /// Runs on connections of its own (never the caller's transaction), in
-    /// batches that each commit; one entity's failure is recorded and the
-    /// others go on.
-    pub async fn sweep<Tz: chrono::TimeZone>(
-        &self,
-        scope: &Scope,
-        now: DateTime<Tz>,
-    ) -> Result<RunResult, Error> {
-        self.sweep_with(scope, now, SweepOptions::default()).await
-    }
-
-    /// [`Cohort::sweep`] with options: dry run, cancellation.
-    pub async fn sweep_with<Tz: chrono::TimeZone>(
-        &self,
-        scope: &Scope,
-        now: DateTime<Tz>,
-        options: SweepOptions,
-    ) -> Result<RunResult, Error> {
-        let now = crate::sql::timestamp::to_pg_precision(&now)
-            .ok_or(Error::TimeOutOfRange { what: "now" })?;
-        self.run_sweep(scope, now, options, Trigger::Manual).await
-    }
-
+    /// A sweep at `now` (already at PostgreSQL's precision).
     pub(crate) async fn run_sweep(
         &self,
         scope: &Scope,

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use super::SchemaName;
 use super::migrations::MigrationInfo;
 use super::spec::{
-    FUNCTION_SEARCH_PATH, FunctionSpec, TABLES, TableSpec, TriggerSpec, VERSION_TABLE,
+    ALTERATIONS, Change, FUNCTION_SEARCH_PATH, FunctionSpec, TABLES, TableSpec, TriggerSpec,
+    VERSION_TABLE,
 };
 use crate::sql::Ident;
 
@@ -225,6 +226,30 @@ pub(super) fn up_sql(schema: &SchemaName, info: &MigrationInfo) -> String {
             create_trigger(&mut out, schema, t, trigger);
         }
     }
+    for a in ALTERATIONS.iter().filter(|a| a.since == info.version) {
+        let table = schema.table(a.table);
+        match &a.change {
+            Change::DropNotNull { column } => {
+                let _ = writeln!(
+                    out,
+                    "ALTER TABLE {table} ALTER COLUMN {} DROP NOT NULL;\n",
+                    q(column)
+                );
+            }
+            Change::PartialUniqueIndex {
+                name,
+                columns,
+                predicate,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {table} ({}) WHERE {predicate};\n",
+                    q(name),
+                    column_list(columns)
+                );
+            }
+        }
+    }
     out.push_str(&marker_statement(schema, info.version));
     out
 }
@@ -233,7 +258,10 @@ pub(super) fn up_sql(schema: &SchemaName, info: &MigrationInfo) -> String {
 /// migration that creates tables has none (dropping them would drop the
 /// ledger and the holds).
 pub(super) fn down_sql(schema: &SchemaName, info: &MigrationInfo) -> Option<String> {
-    if TABLES.iter().any(|t| t.since == info.version) || info.version <= 1 {
+    let drops_not_null = ALTERATIONS
+        .iter()
+        .any(|a| a.since == info.version && matches!(a.change, Change::DropNotNull { .. }));
+    if TABLES.iter().any(|t| t.since == info.version) || info.version <= 1 || drops_not_null {
         return None;
     }
     let mut out = format!(
@@ -284,7 +312,7 @@ mod tests {
     #[test]
     fn a_schema_name_holding_the_tag_gets_another_tag() {
         let schema = SchemaName::new("a$cohort$b").expect("valid");
-        let sql = up_sql(&schema, &MIGRATIONS[2]);
+        let sql = up_sql(&schema, &MIGRATIONS[3]);
         assert!(sql.contains("AS $cohort1$"), "{sql}");
         assert_eq!(body_tag("x $cohort$ $cohort1$", "cohort"), "$cohort2$");
         assert_eq!(body_tag("plain", "cohort"), "$cohort$");

@@ -1,5 +1,5 @@
 //! The evidence chain (contract EV1): the canonical encoding of every link,
-//! and the trigger functions and upgrade step of migration 3 built from it.
+//! and the trigger functions and upgrade step of migration 4 built from it.
 //!
 //! One encoding, written once here, is rendered twice: into the trigger
 //! functions the migration installs (which hash with `pg_catalog.sha256`),
@@ -339,7 +339,7 @@ pub(super) fn run_trigger_body(schema: &SchemaName) -> String {
     let run_hash = hash_sql(LinkKind::Run, &row("NEW", &[]));
     format!(
         r#"
--- Cohort's evidence chain (migration 3): seals a run as it settles.
+-- Cohort's evidence chain (migration 4): seals a run as it settles.
 DECLARE
     v_row record;
     v_n bigint;
@@ -381,7 +381,7 @@ pub(super) fn detail_trigger_body(schema: &SchemaName) -> String {
     let hash = hash_sql(LinkKind::Detail, &row("NEW", &[]));
     format!(
         r#"
--- Cohort's evidence chain (migration 3): one chain of row details per run.
+-- Cohort's evidence chain (migration 4): one chain of row details per run.
 -- The head is looked up once per transaction and then kept in a
 -- transaction-local setting (rolled back with the rows it describes).
 DECLARE
@@ -435,7 +435,7 @@ pub(super) fn hold_trigger_body(schema: &SchemaName) -> String {
     );
     format!(
         r#"
--- Cohort's evidence chain (migration 3): one chain of hold events per retained entity.
+-- Cohort's evidence chain (migration 4): one chain of hold events per retained entity.
 DECLARE
     v_seq bigint;
     v_head bytea;
@@ -511,7 +511,7 @@ pub(super) fn hold_delete_trigger_body(schema: &SchemaName) -> String {
     );
     format!(
         r#"
--- Cohort's evidence chain (migration 3): a deleted hold leaves its links as bridges.
+-- Cohort's evidence chain (migration 4): a deleted hold leaves its links as bridges.
 DECLARE
     v_entries pg_catalog.jsonb;
 BEGIN
@@ -535,7 +535,7 @@ END
     )
 }
 
-/// Migration 3's data step (the body of a `DO` block), run before its
+/// Migration 4's data step (the body of a `DO` block), run before its
 /// triggers exist: seals the rows
 /// already there. Row details are chained per run in `detail_id` order;
 /// settled runs (summaries, then the run) in settle order; holds per entity,

@@ -35,7 +35,7 @@ pub(super) struct MigrationInfo {
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 3] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 4] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -50,6 +50,12 @@ pub(super) const MIGRATIONS: [MigrationInfo; 3] = [
     },
     MigrationInfo {
         version: 3,
+        name: "cohort_row_handlers",
+        summary: "the row-handler queue: dead letters without a row detail, one delivery per row at a time",
+        data_step: None,
+    },
+    MigrationInfo {
+        version: 4,
         name: "cohort_evidence_chain",
         summary: "the evidence hash chain on the ledger and the holds, existing rows sealed",
         data_step: Some(super::evidence::seal_existing),
@@ -58,7 +64,7 @@ pub(super) const MIGRATIONS: [MigrationInfo; 3] = [
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -107,9 +113,10 @@ impl Migration {
 /// Migration 1 (`cohort_tables`) creates the schema if missing and the five
 /// tables; migration 2 (`cohort_entity_fence`) adds the trigger on
 /// `retention_holds` that takes the entity fence for holds written with
-/// plain SQL; migration 3 (`cohort_evidence_chain`) adds the evidence hash
-/// chain (see [`crate::evidence`]) and seals the rows already there. The
-/// last one's version is [`SCHEMA_VERSION`].
+/// plain SQL; migration 3 (`cohort_row_handlers`) adjusts the row-handler
+/// queue; migration 4 (`cohort_evidence_chain`) adds the evidence hash chain
+/// (see [`crate::evidence`]) and seals the rows already there. The last
+/// one's version is [`SCHEMA_VERSION`].
 ///
 /// ```
 /// let schema = cohort::schema::SchemaName::new("retention")?;
@@ -146,7 +153,7 @@ pub fn migrations(schema: &SchemaName) -> Vec<Migration> {
 /// ```
 /// let sql = cohort::schema::ddl(&cohort::schema::SchemaName::new("Retention")?);
 /// assert!(sql.contains(r#"CREATE TABLE IF NOT EXISTS "Retention"."sweep_run""#));
-/// assert!(sql.ends_with("IS 'cohort schema version 3';\n"));
+/// assert!(sql.ends_with("IS 'cohort schema version 4';\n"));
 /// # Ok::<(), cohort::Error>(())
 /// ```
 pub fn ddl(schema: &SchemaName) -> String {
@@ -203,7 +210,7 @@ impl Layout {
 /// // Once per Cohort upgrade (a build step or a one-off), then commit the files.
 /// let schema = SchemaName::new("retention")?;
 /// let written = write_migration_files("migrations/cohort", &schema, Layout::Sqlx)?;
-/// assert_eq!(written.len(), 5);
+/// assert_eq!(written.len(), 6);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -275,8 +282,8 @@ mod tests {
         let joined = ddl(&schema);
         let first = joined.find(&all[0].up).expect("first");
         let second = joined.find(&all[1].up).expect("second");
-        let third = joined.find(&all[2].up).expect("third");
-        assert!(first < second && second < third);
+        let fourth = joined.find(&all[3].up).expect("fourth");
+        assert!(first < second && second < fourth);
         assert_eq!(all[0].down, None);
         assert!(all[1].down.is_some());
     }
@@ -295,8 +302,9 @@ mod tests {
                 "0001_cohort_tables.sql",
                 "0002_cohort_entity_fence.up.sql",
                 "0002_cohort_entity_fence.down.sql",
-                "0003_cohort_evidence_chain.up.sql",
-                "0003_cohort_evidence_chain.down.sql"
+                "0003_cohort_row_handlers.sql",
+                "0004_cohort_evidence_chain.up.sql",
+                "0004_cohort_evidence_chain.down.sql"
             ]
         );
         assert_eq!(
@@ -304,7 +312,8 @@ mod tests {
             [
                 "V1__cohort_tables.sql",
                 "V2__cohort_entity_fence.sql",
-                "V3__cohort_evidence_chain.sql"
+                "V3__cohort_row_handlers.sql",
+                "V4__cohort_evidence_chain.sql"
             ]
         );
     }
@@ -318,7 +327,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 5);
+        assert_eq!(first.len(), 6);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

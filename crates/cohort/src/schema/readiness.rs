@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use sqlx::{Acquire, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 
 use super::SchemaName;
 use super::ddl::parse_version_marker;
@@ -15,7 +15,7 @@ use super::spec::{
     FUNCTION_SEARCH_PATH, FunctionSpec, TABLES as SPEC, TableSpec, TriggerSpec, VERSION_TABLE,
 };
 use crate::error::Error;
-use crate::sql::{pin_search_path, restore_search_path};
+use crate::sql::Pinned;
 
 /// Something that stops Cohort from running against the installed tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -426,14 +426,14 @@ pub async fn check_readiness(
     conn: &mut PgConnection,
     schema: &SchemaName,
 ) -> Result<ReadinessReport, Error> {
-    let mut tx = conn.begin().await?;
-    let previous_path = pin_search_path(&mut tx).await?;
-    // On an error the transaction (or savepoint) rolls back when dropped,
-    // and the pinned search_path with it.
-    let catalog = read_catalog(&mut tx, schema).await?;
-    let marker = read_version_marker(&mut tx, schema).await?;
-    restore_search_path(&mut tx, &previous_path).await?;
-    tx.commit().await?;
+    let mut tx = Pinned::begin(conn).await?;
+    let read = async {
+        let catalog = read_catalog(tx.conn(), schema).await?;
+        let marker = read_version_marker(tx.conn(), schema).await?;
+        Ok::<_, sqlx::Error>((catalog, marker))
+    }
+    .await;
+    let (catalog, marker) = tx.finish(read).await?;
 
     let report = judge(schema, &catalog, marker.as_deref());
     for w in &report.warnings {
@@ -715,11 +715,12 @@ fn judge_table(
                         found: ty.clone(),
                     });
                 }
-                if *not_null != c.not_null {
+                let expected = super::spec::not_null_through(t, c, judged_through);
+                if *not_null != expected {
                     report.problems.push(ReadinessProblem::WrongNullability {
                         table: t,
                         column: c.name,
-                        expected_not_null: c.not_null,
+                        expected_not_null: expected,
                     });
                 }
             }

@@ -28,7 +28,7 @@ pub(super) enum ColumnType {
     Integer,
     Boolean,
     Jsonb,
-    /// Hashes of the evidence chain (migration 3).
+    /// Hashes of the evidence chain (migration 4).
     Bytea,
 }
 
@@ -299,7 +299,7 @@ pub(super) const HOLD_DELETE_FUNCTION: FunctionSpec = FunctionSpec {
 };
 
 /// The migration that adds the evidence chain.
-pub(super) const EVIDENCE: i64 = 3;
+pub(super) const EVIDENCE: i64 = 4;
 
 /// Cohort's tables, in creation order (foreign keys point backwards).
 pub(super) const TABLES: [TableSpec; 5] = [
@@ -597,6 +597,67 @@ pub(super) const TABLES: [TableSpec; 5] = [
 /// The table whose comment records the installed schema version.
 pub(super) const VERSION_TABLE: &str = "sweep_run";
 
+/// A change a later migration makes to a table an earlier one created (whose
+/// frozen DDL cannot change).
+#[derive(Debug)]
+pub(super) enum Change {
+    /// `ALTER COLUMN ... DROP NOT NULL`: readiness then expects the column
+    /// to accept NULL. Not reversible without losing rows, so a migration
+    /// that makes it has no `down`.
+    DropNotNull { column: &'static str },
+    /// `CREATE UNIQUE INDEX ... WHERE ...`: a backstop for an invariant the
+    /// engine's statements keep by themselves, so readiness does not require
+    /// it.
+    PartialUniqueIndex {
+        name: &'static str,
+        columns: &'static [&'static str],
+        /// The predicate, with quoted column names and literal constants.
+        predicate: &'static str,
+    },
+}
+
+/// One change to an existing table, tagged with its migration.
+#[derive(Debug)]
+pub(super) struct AlterationSpec {
+    pub(super) since: i64,
+    pub(super) table: &'static str,
+    pub(super) change: Change,
+}
+
+/// Every change later migrations make to earlier tables, in order.
+pub(super) const ALTERATIONS: [AlterationSpec; 2] = [
+    // Migration 3 (row handlers): a row whose before-hook failed is
+    // dead-lettered without a row detail (it was not changed).
+    AlterationSpec {
+        since: 3,
+        table: "sweep_row_handler_status",
+        change: Change::DropNotNull {
+            column: "detail_id",
+        },
+    },
+    // For one row, one handler's delivery at a time (contract RH12).
+    AlterationSpec {
+        since: 3,
+        table: "sweep_row_handler_status",
+        change: Change::PartialUniqueIndex {
+            name: "sweep_row_handler_status_one_in_flight",
+            columns: &["detail_id"],
+            predicate: r#""state" = 'InFlight'"#,
+        },
+    },
+];
+
+/// Whether the column is NOT NULL once every migration through `version`
+/// has run.
+pub(super) fn not_null_through(table: &str, column: &ColumnSpec, version: i64) -> bool {
+    column.not_null
+        && !ALTERATIONS.iter().any(|a| {
+            a.since <= version
+                && a.table == table
+                && matches!(a.change, Change::DropNotNull { column: c } if c == column.name)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -647,8 +708,9 @@ mod tests {
                 .flat_map(|t| t.columns)
                 .filter(|c| c.since == m.version)
                 .count();
+            let alterations = ALTERATIONS.iter().filter(|a| a.since == m.version).count();
             assert!(
-                tables + triggers + columns > 0,
+                tables + triggers + columns + alterations > 0,
                 "migration {} is empty",
                 m.version
             );

@@ -35,28 +35,82 @@ pub(crate) const PIN_SEARCH_PATH: &str = "SELECT pg_catalog.set_config('search_p
 pub(crate) const CATALOG_ONLY_SEARCH_PATH: &str =
     "SELECT pg_catalog.set_config('search_path', 'pg_catalog', true)";
 
-/// Pins `search_path` (see [`PIN_SEARCH_PATH`]) and returns the previous value
-/// for [`restore_search_path`]: a transaction-local setting outlives a
-/// savepoint's release, so code that runs inside a caller's transaction must
-/// put it back.
-pub(crate) async fn pin_search_path(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
-    let previous: String = sqlx::query_scalar("SELECT pg_catalog.current_setting('search_path')")
-        .fetch_one(&mut *conn)
-        .await?;
-    sqlx::query(PIN_SEARCH_PATH).execute(&mut *conn).await?;
-    Ok(previous)
+/// A transaction of Cohort's (a savepoint, when the connection is already in
+/// one) whose `search_path` has `pg_catalog` first ([`PIN_SEARCH_PATH`]).
+/// [`Pinned::commit`] puts the previous `search_path` back before it commits:
+/// a transaction-local setting outlives a savepoint's release, so code that
+/// runs inside a caller's transaction must restore it. Rolling back undoes
+/// it by itself.
+#[derive(Debug)]
+pub(crate) struct Pinned<'c> {
+    tx: sqlx::Transaction<'c, sqlx::Postgres>,
+    /// The caller's `search_path`, while ours is in force.
+    previous_path: Option<String>,
 }
 
-/// Puts back the `search_path` that [`pin_search_path`] replaced.
-pub(crate) async fn restore_search_path(
-    conn: &mut PgConnection,
-    previous: &str,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_catalog.set_config('search_path', $1, true)")
-        .bind(previous)
-        .execute(conn)
-        .await
-        .map(|_| ())
+impl<'c> Pinned<'c> {
+    /// Begins the transaction (or savepoint) and pins `search_path`.
+    pub(crate) async fn begin(conn: &'c mut PgConnection) -> Result<Pinned<'c>, sqlx::Error> {
+        let mut tx = sqlx::Acquire::begin(conn).await?;
+        let previous_path: String =
+            sqlx::query_scalar("SELECT pg_catalog.current_setting('search_path')")
+                .fetch_one(&mut *tx)
+                .await?;
+        sqlx::query(PIN_SEARCH_PATH).execute(&mut *tx).await?;
+        Ok(Pinned {
+            tx,
+            previous_path: Some(previous_path),
+        })
+    }
+
+    /// Puts the caller's `search_path` back while the transaction stays
+    /// open: before Cohort hands the transaction to host code.
+    pub(crate) async fn unpin(&mut self) -> Result<(), sqlx::Error> {
+        if let Some(previous) = self.previous_path.take() {
+            sqlx::query("SELECT pg_catalog.set_config('search_path', $1, true)")
+                .bind(&previous)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The transaction's connection.
+    pub(crate) fn conn(&mut self) -> &mut PgConnection {
+        &mut self.tx
+    }
+
+    /// Puts `search_path` back and commits.
+    pub(crate) async fn commit(mut self) -> Result<(), sqlx::Error> {
+        self.unpin().await?;
+        self.tx.commit().await
+    }
+
+    /// Rolls back (which undoes the pinned `search_path` too). A failure is
+    /// logged: it means the connection is gone, which ends the transaction
+    /// anyway.
+    pub(crate) async fn rollback(self) {
+        if let Err(e) = self.tx.rollback().await {
+            tracing::warn!(error = %e, "rolling back a Cohort transaction failed");
+        }
+    }
+
+    /// Commits on `Ok`, rolls back on `Err`, and hands the result on.
+    pub(crate) async fn finish<T, E: From<sqlx::Error>>(
+        self,
+        result: Result<T, E>,
+    ) -> Result<T, E> {
+        match result {
+            Ok(value) => {
+                self.commit().await?;
+                Ok(value)
+            }
+            Err(e) => {
+                self.rollback().await;
+                Err(e)
+            }
+        }
+    }
 }
 
 /// The one door through which SQL text built at run time reaches sqlx. Only

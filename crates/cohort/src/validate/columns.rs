@@ -8,6 +8,12 @@ use super::types::{self, Types};
 use crate::catalog::{CatalogColumn, CatalogTable};
 use crate::model::FieldDescriptor;
 use crate::model::resolved::{AnonymisedColumn, Column};
+use crate::model::{AnonymiseMethod, AnonymiserFn};
+
+use std::sync::Arc;
+
+/// The anonymiser values the host registered, by name.
+pub(crate) type Anonymisers = std::collections::HashMap<String, Arc<dyn AnonymiserFn>>;
 use crate::sql::Ident;
 
 /// The columns of one type, by role; `None` where the role has no field or
@@ -99,6 +105,7 @@ pub(super) fn check<'t>(
     roles: &Roles,
     table: &'t CatalogTable,
     types: &Types<'_>,
+    anonymisers: &Anonymisers,
     problems: &mut Problems,
 ) -> Columns<'t> {
     let mut ck = Checker {
@@ -165,9 +172,33 @@ pub(super) fn check<'t>(
             "anonymised column",
             &[&|c| types::anonymised(types, c, method)],
         ) {
+            let computed: Option<Arc<dyn AnonymiserFn>> = match method {
+                AnonymiseMethod::Custom(c) => Some(Arc::new(*c)),
+                AnonymiseMethod::Named(name) => match anonymisers.get(*name) {
+                    Some(a) => Some(a.clone()),
+                    None => {
+                        target.problem(
+                            ck.problems,
+                            Some(column.name.as_str()),
+                            Issue::new(
+                                format!(
+                                    "field `{}` is anonymised by {name:?}, but no anonymiser is registered under that name",
+                                    f.field
+                                ),
+                                format!(
+                                    "register it when building: Cohort::builder(pool).anonymiser({name:?}, ...)"
+                                ),
+                            ),
+                        );
+                        continue;
+                    }
+                },
+                _ => None,
+            };
             out.anonymise.push(AnonymisedColumn {
                 column,
                 method: *method,
+                computed,
             });
         }
     }

@@ -17,7 +17,11 @@ pub(super) fn record_id_unique(
     indexes: &[CatalogIndex],
 ) -> Vec<Issue> {
     let mut issues = Vec::new();
-    let on_table = || indexes.iter().filter(|i| i.table_oid == table_oid);
+    let on_table = || {
+        indexes
+            .iter()
+            .filter(|i| i.table_oid == table_oid && i.unique)
+    };
     let exactly_this = |i: &&CatalogIndex| i.key_attnums == [column.attnum];
     let unique = on_table().any(|i| exactly_this(&i) && i.valid && !i.partial);
     if !unique {
@@ -73,6 +77,7 @@ mod tests {
 
     fn index(name: &str, keys: &[i16], primary: bool, partial: bool, valid: bool) -> CatalogIndex {
         CatalogIndex {
+            unique: true,
             table_oid: 1,
             name: name.into(),
             primary,

@@ -26,6 +26,7 @@ mod order;
 mod registry;
 mod report;
 mod roles;
+mod speed;
 mod strategies;
 #[cfg(test)]
 mod tests;
@@ -54,6 +55,8 @@ pub(crate) struct Model {
     pub(crate) entities: Vec<ResolvedEntity>,
     /// Explicitly exempt types, for reports.
     pub(crate) exempt: Vec<&'static EntityDescriptor>,
+    /// What only makes Cohort slower (missing indexes), each with its fix.
+    pub(crate) warnings: Vec<ValidationProblem>,
 }
 
 /// What the host registered.
@@ -61,6 +64,7 @@ pub(crate) struct Registration<'a> {
     pub(crate) descriptors: &'a [&'static EntityDescriptor],
     pub(crate) options: &'a Options,
     pub(crate) provider: &'a dyn RuleProvider,
+    pub(crate) anonymisers: &'a columns::Anonymisers,
 }
 
 /// One retained type on its way through validation.
@@ -183,10 +187,18 @@ pub(crate) async fn validate(
     let retained_oids: HashSet<u32> = retained.keys().copied().collect();
 
     let mut entities: Vec<(u32, ResolvedEntity)> = Vec::new();
+    let mut warnings: Vec<ValidationProblem> = Vec::new();
     for c in &candidates {
         let Some(table) = c.table else { continue };
         let target = &c.target;
-        let cols = columns::check(target, &c.roles, table, &types, &mut problems);
+        let cols = columns::check(
+            target,
+            &c.roles,
+            table,
+            &types,
+            reg.anonymisers,
+            &mut problems,
+        );
         if let (Some(rc), Some(column)) = (cols.record_id_catalog, &cols.record_id) {
             for issue in keys::record_id_unique(table.oid, rc, column.nullable, &indexes) {
                 target.problem(&mut problems, Some(&rc.name), issue);
@@ -223,25 +235,40 @@ pub(crate) async fn validate(
             cols.record_id,
             cols.anchor,
         ) {
-            entities.push((
+            let entity = ResolvedEntity {
+                descriptor: target.descriptor,
+                entity_id,
+                category: target.category,
+                capabilities,
+                table: name,
+                record_id,
+                anchor,
+                tenant: cols.tenant,
+                soft_delete: cols.soft_delete,
+                deleted_at: cols.deleted_at,
+                anonymised_at: cols.anonymised_at,
+                anonymise: cols.anonymise,
+                subjects: cols.subjects,
+                fence: 0,
+            };
+            let attnum = |name: &str| table.column(name).map(|c| c.attnum).unwrap_or(0);
+            let speed_columns = speed::Columns {
+                tenant: entity.tenant.as_ref().map(|t| attnum(t.name.as_str())),
+                anchor: attnum(entity.anchor.name.as_str()),
+                subjects: entity
+                    .subjects
+                    .iter()
+                    .map(|s| (s.name.as_str().to_owned(), attnum(s.name.as_str())))
+                    .collect(),
+            };
+            warnings.extend(speed::warnings(
+                &entity,
+                &target.place,
                 table.oid,
-                ResolvedEntity {
-                    descriptor: target.descriptor,
-                    entity_id,
-                    category: target.category,
-                    capabilities,
-                    table: name,
-                    record_id,
-                    anchor,
-                    tenant: cols.tenant,
-                    soft_delete: cols.soft_delete,
-                    deleted_at: cols.deleted_at,
-                    anonymised_at: cols.anonymised_at,
-                    anonymise: cols.anonymise,
-                    subjects: cols.subjects,
-                    fence: 0,
-                },
+                &speed_columns,
+                &indexes,
             ));
+            entities.push((table.oid, entity));
         }
     }
 
@@ -261,9 +288,13 @@ pub(crate) async fn validate(
         .into_iter()
         .filter_map(|i| slots.get_mut(i).and_then(Option::take))
         .collect();
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
     Ok(Model {
         entities,
         exempt: registered.exempt,
+        warnings,
     })
 }
 

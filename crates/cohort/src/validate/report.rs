@@ -3,9 +3,16 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// One thing wrong with the registered model, with where and how to fix it.
+use crate::schema::ReadinessProblem;
+
+/// One thing wrong with the options or the registered model, with where and
+/// how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ValidationProblem {
+    /// The option concerned (`"batch_size"`, `"conventions.tenant"`), for a
+    /// problem with [`crate::Options`].
+    pub option: Option<&'static str>,
     /// The Rust type concerned, when there is one.
     pub type_name: Option<String>,
     /// The table concerned (schema-qualified), when there is one.
@@ -18,8 +25,37 @@ pub struct ValidationProblem {
     pub fix: String,
 }
 
+impl ValidationProblem {
+    /// A problem with the registration as a whole (no type, table or column).
+    pub(crate) fn general(problem: impl Into<String>, fix: impl Into<String>) -> Self {
+        ValidationProblem {
+            option: None,
+            type_name: None,
+            table: None,
+            column: None,
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+
+    /// A problem with option `option`.
+    pub(crate) fn option(
+        option: &'static str,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        ValidationProblem {
+            option: Some(option),
+            ..ValidationProblem::general(problem, fix)
+        }
+    }
+}
+
 impl fmt::Display for ValidationProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(o) = self.option {
+            write!(f, "options.{o}")?;
+        }
         if let Some(t) = &self.type_name {
             write!(f, "{t}")?;
         }
@@ -32,18 +68,42 @@ impl fmt::Display for ValidationProblem {
     }
 }
 
-/// Every problem found at start-up.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Every problem found at start-up: with the options, the registered model
+/// and Cohort's tables, all at once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ValidationReport {
-    /// The problems, in registration order.
+    /// The problems with the options and the model, options first, then the
+    /// model's in registration order.
     pub problems: Vec<ValidationProblem>,
+    /// What is wrong with Cohort's tables (their readiness), typed.
+    pub readiness: Vec<ReadinessProblem>,
+}
+
+impl ValidationReport {
+    /// How many problems in all.
+    pub fn len(&self) -> usize {
+        self.problems.len() + self.readiness.len()
+    }
+
+    /// Whether there is no problem at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl fmt::Display for ValidationReport {
+    /// One line per problem.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} problem(s):", self.problems.len())?;
+        writeln!(f, "{} problem(s):", self.len())?;
         for p in &self.problems {
             writeln!(f, "  - {p}")?;
+        }
+        for p in &self.readiness {
+            writeln!(
+                f,
+                "  - Cohort's tables: {p}; fix: apply Cohort's schema migrations"
+            )?;
         }
         Ok(())
     }
@@ -75,6 +135,7 @@ pub(super) struct Place {
 impl Place {
     pub(super) fn problem(&self, column: Option<&str>, issue: Issue) -> ValidationProblem {
         ValidationProblem {
+            option: None,
             type_name: Some(self.type_name.to_owned()),
             table: Some(self.table.clone()),
             column: column.map(str::to_owned),
@@ -96,13 +157,8 @@ pub(super) struct Problems {
 impl Problems {
     /// A problem with the registration as a whole.
     pub(super) fn general(&mut self, issue: Issue) {
-        self.general.push(ValidationProblem {
-            type_name: None,
-            table: None,
-            column: None,
-            problem: issue.problem,
-            fix: issue.fix,
-        });
+        self.general
+            .push(ValidationProblem::general(issue.problem, issue.fix));
     }
 
     /// A problem of the type registered at `index`.
@@ -122,6 +178,9 @@ impl Problems {
     pub(super) fn into_report(self) -> ValidationReport {
         let mut problems = self.general;
         problems.extend(self.by_type.into_values().flatten());
-        ValidationReport { problems }
+        ValidationReport {
+            problems,
+            readiness: Vec::new(),
+        }
     }
 }

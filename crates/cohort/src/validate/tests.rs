@@ -180,6 +180,7 @@ async fn run(conn: &mut sqlx::PgConnection) -> Result<Model, Error> {
             descriptors: &descriptors,
             options: &options,
             provider: &Rules,
+            anonymisers: &Default::default(),
         },
     )
     .await
@@ -249,18 +250,15 @@ fn check(model: &Model, tenant_type: &str) {
 async fn resolved_entities_are_complete_and_referencing_types_come_first() {
     let db = TestDb::new().await;
     db.exec(TABLES).await;
-    let mut tx = db.pool().begin().await.expect("begin");
-    let previous = crate::sql::pin_search_path(&mut tx).await.expect("pin");
+    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut tx = crate::sql::Pinned::begin(&mut conn).await.expect("begin");
     // As the builder does: only pg_catalog on the path while reading the catalog.
     sqlx::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await
         .expect("catalog path");
-    let model = run(&mut tx).await.expect("valid model");
-    crate::sql::restore_search_path(&mut tx, &previous)
-        .await
-        .expect("restore");
-    tx.rollback().await.expect("rollback");
+    let model = run(tx.conn()).await.expect("valid model");
+    tx.rollback().await;
     check(&model, "public.tenant");
 }
 
@@ -305,10 +303,9 @@ async fn catalog_queries_are_immune_to_a_hostile_search_path_even_unpinned() {
     let model = run(&mut conn).await.expect("valid model");
     check(&model, "tenant");
     let hostile = catalog_answers(&mut conn).await;
-    let mut tx = sqlx::Acquire::begin(&mut conn).await.expect("begin");
-    crate::sql::pin_search_path(&mut tx).await.expect("pin");
-    let pinned = catalog_answers(&mut tx).await;
-    tx.rollback().await.expect("rollback");
+    let mut tx = crate::sql::Pinned::begin(&mut conn).await.expect("begin");
+    let pinned = catalog_answers(tx.conn()).await;
+    tx.rollback().await;
     assert_eq!(hostile, pinned);
     assert!(
         pinned.contains("NotATable") || pinned.contains("Missing"),

@@ -215,11 +215,15 @@ pub(super) fn anonymised(
                 ),
             )
         }),
-        AnonymiseMethod::EmptyString | AnonymiseMethod::Literal(_) | AnonymiseMethod::Custom(_) => {
+        AnonymiseMethod::EmptyString
+        | AnonymiseMethod::Literal(_)
+        | AnonymiseMethod::Custom(_)
+        | AnonymiseMethod::Named(_) => {
             let how = match method {
                 AnonymiseMethod::EmptyString => "to the empty string".to_owned(),
                 AnonymiseMethod::Literal(l) => format!("to the literal {l:?}"),
                 AnonymiseMethod::Custom(c) => format!("by the custom anonymiser {}", c.name),
+                AnonymiseMethod::Named(n) => format!("by the anonymiser registered as {n:?}"),
                 AnonymiseMethod::Null => String::new(),
             };
             if !types.is_text_like(column) {

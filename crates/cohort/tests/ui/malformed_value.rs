@@ -9,7 +9,7 @@ pub struct SessionNote {
     pub body: String,
     #[cohort(anonymise(text = "[redacted]"))]
     pub title: String,
-    #[cohort(anonymise_with = "Redact")]
+    #[cohort(anonymise_with = "")]
     pub email: String,
     #[cohort(column = "")]
     pub phone: String,
