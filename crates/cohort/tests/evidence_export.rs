@@ -283,7 +283,7 @@ async fn erased() -> (TestDb, Uuid) {
         .await
         .expect("hold");
     let result = c
-        .erase(&scope(), ErasureRequest::new(subject), Utc::now())
+        .erase(&scope(), Utc::now(), ErasureRequest::new(subject))
         .await
         .expect("erase");
     (db, result.run_id)
