@@ -215,7 +215,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 3);
+    assert_eq!(at_1.required_version, 4);
     let missing = vec![
         id(2, "cohort_entity_fence"),
         id(3, "cohort_row_handlers"),
@@ -597,8 +597,16 @@ fn published_migrations_never_change() {
             MigrationType::Simple,
             "c961272fd6b9f23a400f10b1628a1538e8b67a8179a7fe187f3c064e85f7074948abd2b14543a8216752f363d5efc501",
         ),
-        (4, MigrationType::ReversibleUp, "CHECKSUM4UP"),
-        (4, MigrationType::ReversibleDown, "CHECKSUM4DOWN"),
+        (
+            4,
+            MigrationType::ReversibleUp,
+            "3e60c86ef7d9c76d97e0ed13d87ebac495e8fe09736bd3aced08a6b860761755654deae4d470f653fd6e7f62b5600ba2",
+        ),
+        (
+            4,
+            MigrationType::ReversibleDown,
+            "35f11accf0532f393aae997965cc3ef8bd07a6f87b6e7a7eb9d60f9a4064c617cfdc8a0abaab963a3ba1bfbfa89ee0a1",
+        ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
         .iter()
