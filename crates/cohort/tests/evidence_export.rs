@@ -5,7 +5,7 @@ mod common;
 use chrono::{Duration, Utc};
 use cohort::evidence::{
     CertificateOptions, EvidenceError, ExportFormat, ExportRecords, SignedCertificate, TimeRange,
-    certificate, export, subject_hmac, verify,
+    certificate, chain_link_at, export, subject_hmac, verify,
 };
 use cohort::holds::HoldRequest;
 use cohort::schema::SchemaName;
@@ -341,6 +341,12 @@ async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head()
         .expect("verify");
     assert!(report.is_intact(), "{report}");
     assert_eq!(report.head.as_ref(), Some(&cert.chain_head));
+    assert_eq!(
+        chain_link_at(&mut conn, &SchemaName::public(), cert.chain_head.seq)
+            .await
+            .expect("link"),
+        Some(cert.chain_head.clone())
+    );
     let text = cert.to_string();
     assert!(text.contains("ERASURE CERTIFICATE"), "{text}");
     assert!(text.contains("left: an active legal hold: 1"), "{text}");

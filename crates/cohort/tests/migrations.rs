@@ -501,10 +501,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     // Migration 1 adopts them (it creates only what is missing), data and all.
     insert_ledger_and_holds(&db, "legacy", Uuid::new_v4()).await;
     let before = contents(&db, "legacy").await;
-    migrator(&legacy)
-        .run_to(1, db.pool())
-        .await
-        .expect("adopt");
+    migrator(&legacy).run_to(1, db.pool()).await.expect("adopt");
     assert_eq!(contents(&db, "legacy").await, before);
     let mut after = shape(&db, "legacy").await;
     after.retain(|r| !legacy_shape.contains(r));

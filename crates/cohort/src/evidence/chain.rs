@@ -780,3 +780,39 @@ fn finish_entity(
         walk.expected += 1;
     }
 }
+
+/// The run chain's link at position `seq` as stored (`None` when no run
+/// holds that position): to check that the ledger still holds a head kept
+/// outside the database (a previous [`VerifyReport::head`], or a
+/// certificate's [`super::Certificate::chain_head`]). Run [`verify`] too: it
+/// proves the stored links are the ones the rows hash to.
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::PgPool, kept: cohort::evidence::ChainHead) -> Result<(), cohort::Error> {
+/// use cohort::evidence::{chain_link_at, verify};
+/// let mut conn = pool.acquire().await?;
+/// let schema = cohort::schema::SchemaName::public();
+/// let intact = verify(&mut conn, &schema).await?.is_intact();
+/// let still_there = chain_link_at(&mut conn, &schema, kept.seq).await? == Some(kept);
+/// assert!(intact && still_there);
+/// # Ok(()) }
+/// ```
+pub async fn chain_link_at(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+    seq: i64,
+) -> Result<Option<ChainHead>, Error> {
+    super::ensure_ready(conn, schema).await?;
+    let hash: Option<Vec<u8>> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT r.chain_hash FROM {} AS r WHERE r.chain_seq OPERATOR(pg_catalog.=) $1",
+        schema.table("sweep_run")
+    )))
+    .bind(seq)
+    .fetch_optional(&mut *conn)
+    .await?
+    .flatten();
+    Ok(hash.map(|h| ChainHead {
+        seq,
+        hash: to_hex(&h),
+    }))
+}
