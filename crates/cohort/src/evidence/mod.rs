@@ -28,7 +28,8 @@ pub use certificate::{
     CertificateType, ChainLink, SignedCertificate, certificate, subject_hmac,
 };
 pub use chain::{
-    ChainHead, ChainProblem, ChainTable, ProblemKind, PrunedLink, VerifyReport, verify,
+    ChainHead, ChainProblem, ChainTable, ProblemKind, PrunedLink, VerifyReport, chain_link_at,
+    verify,
 };
 pub use error::EvidenceError;
 pub use export::{ExportFormat, ExportRecords, ExportSummary, TimeRange, export};
