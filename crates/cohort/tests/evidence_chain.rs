@@ -787,3 +787,111 @@ async fn readiness_requires_the_chain() {
         assert!(report.problems.contains(&problem), "{problem:?}\n{report}");
     }
 }
+
+// contract: EV1, A11
+#[tokio::test]
+async fn settling_an_abandoned_run_seals_it_with_its_summaries() {
+    let db = setup().await;
+    let c = Cohort::builder(db.pool().clone())
+        .options(Options {
+            settle_timeout: std::time::Duration::from_secs(1),
+            ..Options::default()
+        })
+        .rules(TestRules::new().with(
+            "tickets",
+            Capabilities::only(Strategy::Purge),
+            Rule::new(Period::days(30), Strategy::Purge),
+        ))
+        .entity::<Ticket>()
+        .build()
+        .await
+        .expect("model");
+    // A run whose owner died mid-entity: `Started`, a `Running` summary, details.
+    let run = Uuid::new_v4();
+    db.exec(&format!(
+        "INSERT INTO sweep_run (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at) \
+         VALUES ('{run}', 'Sweep', 'Scheduled', false, '{t}', now(), 'Started', now() - interval '1 hour'); \
+         INSERT INTO sweep_run_entity_summary (run_id, retained_entity_id, entity_type, category, tenant_id, strategy, \
+             status, affected_count, held_count, skipped_count, null_anchor_count, updated_at) \
+         VALUES ('{run}', '{TICKETS}', 'Ticket', 'tickets', '{t}', 'Purge', 'Running', 2, 0, 0, 0, now()); \
+         INSERT INTO sweep_run_row_detail (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, created_at) \
+         VALUES ('{run}', '{TICKETS}', 'Ticket', '1', '{t}', 'Purge', now()), \
+                ('{run}', '{TICKETS}', 'Ticket', '2', '{t}', 'Purge', now())",
+        t = tenant_a()
+    ))
+    .await;
+    let report = check(&db).await;
+    assert!(report.is_intact(), "{report}");
+    assert_eq!(report.runs_in_progress, 1);
+    assert_eq!(report.details, 2);
+
+    assert_eq!(c.settle_abandoned_runs().await.expect("settle"), 1);
+    let report = check(&db).await;
+    assert!(report.is_intact(), "{report}");
+    assert_eq!((report.runs, report.runs_in_progress), (1, 0));
+    let (status, summaries, details): (String, i64, i64) = sqlx::query_as(
+        "SELECT s.status, r.chain_summaries, r.chain_details FROM sweep_run r \
+         JOIN sweep_run_entity_summary s USING (run_id)",
+    )
+    .fetch_one(db.pool())
+    .await
+    .expect("sealed");
+    assert_eq!((status.as_str(), summaries, details), ("Failed", 1, 2));
+}
+
+// contract: EV1, EV2, D6, D8
+#[tokio::test]
+async fn verify_and_export_ignore_a_hostile_search_path_in_a_quoted_schema() {
+    let db = TestDb::new().await;
+    let schema = SchemaName::new("Evidence \"X\"").expect("valid");
+    db.exec(&cohort::schema::ddl(&schema)).await;
+    let run = Uuid::new_v4();
+    db.exec(&format!(
+        r#"INSERT INTO "Evidence ""X""".sweep_run (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at)
+           VALUES ('{run}', 'Erasure', 'Manual', false, '{t}', now(), 'Started', now());
+           INSERT INTO "Evidence ""X""".sweep_run_row_detail (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, created_at)
+           VALUES ('{run}', '{TICKETS}', 'Ticket', 'a,"b"', '{t}', 'Purge', now());
+           UPDATE "Evidence ""X""".sweep_run SET status = 'Succeeded', settled_at = now();"#,
+        t = tenant_a()
+    ))
+    .await;
+    // Functions the encoding uses, shadowed by a schema searched first.
+    db.exec(
+        r#"CREATE SCHEMA evil;
+           CREATE FUNCTION evil.concat(VARIADIC text[]) RETURNS text LANGUAGE sql AS $$ SELECT 'evil'::text $$;
+           CREATE FUNCTION evil.encode(bytea, text) RETURNS text LANGUAGE sql AS $$ SELECT 'evil'::text $$;
+           CREATE FUNCTION evil.octet_length(text) RETURNS integer LANGUAGE sql AS 'SELECT 1';
+           CREATE FUNCTION evil.convert_to(text, name) RETURNS bytea LANGUAGE sql AS $$ SELECT '\x00'::bytea $$;
+           CREATE FUNCTION evil.to_char(timestamp, text) RETURNS text LANGUAGE sql AS $$ SELECT 'evil'::text $$;
+           CREATE TABLE evil.sweep_run (LIKE "Evidence ""X""".sweep_run);"#,
+    )
+    .await;
+    let mut conn = db.connect().await;
+    sqlx::query("SET search_path = evil, pg_catalog, public")
+        .execute(&mut conn)
+        .await
+        .expect("path");
+    let report = verify(&mut conn, &schema).await.expect("verify");
+    assert!(report.is_intact(), "{report}");
+    assert_eq!((report.runs, report.details), (1, 1));
+    let mut out = Vec::new();
+    cohort::evidence::export(
+        &mut conn,
+        &schema,
+        cohort::evidence::ExportRecords::RowDetails,
+        cohort::evidence::TimeRange::all(),
+        cohort::evidence::ExportFormat::Csv,
+        &mut out,
+    )
+    .await
+    .expect("export");
+    let csv = String::from_utf8(out).expect("utf-8");
+    assert!(csv.contains(",\"a,\"\"b\"\"\","), "{csv}");
+    assert!(!csv.contains("evil"), "{csv}");
+    // A tampered row is still found through the hostile path.
+    db.exec(r#"UPDATE "Evidence ""X""".sweep_run_row_detail SET action = 'SoftDelete'"#)
+        .await;
+    let report = verify(&mut conn, &schema).await.expect("verify");
+    assert_eq!(report.problems.len(), 1, "{report}");
+    assert_eq!(report.problems[0].kind, ProblemKind::Changed);
+}
