@@ -1,287 +1,322 @@
-//! Cohort's throughput against raw SQL on the same data.
+//! Cohort's throughput against raw SQL on the same data, in one run.
 //!
 //! ```sh
-//! cargo run --release -p cohort-bench -- --rows 1000000 --batch 1000
-//! cargo run --release -p cohort-bench -- --rows 5000000 --batch 1000 --only raw-delete,sweep-purge
+//! cargo run --release -p cohort-bench -- --quick                 # smoke run: 100,000 rows, batch 1,000
+//! cargo run --release -p cohort-bench -- --rows 1000000          # batches 1,000 and 5,000
+//! cargo run --release -p cohort-bench -- --rows 1000000 --runs 2 --only purge,preview
 //! ```
 //!
-//! One table of `--rows` expired rows of tenant A (1,000 of them held) plus
-//! 10% as many rows of tenant B, an index on (tenant_id, created_at, id), rows
-//! inserted in anchor order. Each measurement runs in a child process of its
-//! own on a fresh copy of the table, so the peak memory reported (VmHWM) is
-//! that of the sweeping process alone. Prints one JSON line per measurement
-//! and a summary with ratios to raw SQL. Not a test: numbers depend on the
-//! machine; read the ratios.
+//! One table of `--rows` expired rows of tenant A (1,000 of them under an
+//! active hold) plus 10% as many rows of tenant B; an index on
+//! `(tenant_id, created_at, id)`. Each measurement runs in a child process of
+//! its own on a fresh copy of the table (`VACUUM ANALYZE`, `CHECKPOINT`
+//! before), so the peak memory reported (`VmHWM`) is that of the measuring
+//! process alone, and is compared with one raw SQL statement on the same data
+//! in the same run (see `plan.rs` for the list, `docs/performance.md` for the
+//! figures). Every Cohort measurement checks its result (rows changed, the
+//! 1,000 held rows kept, status) and the table afterwards, and the run fails
+//! when one does not add up.
+//!
+//! Prints one JSON line per measurement, then a Markdown summary per run (and
+//! the best of the runs when `--runs` is above 1). Not a test: numbers depend
+//! on the machine; read the ratios.
+//!
+//! Options:
+//! - `--rows N`: tenant A's expired rows (default 1,000,000);
+//! - `--batch A,B`: batch sizes of the sweeps (default 1000,5000);
+//! - `--quick`: 100,000 rows and batch 1,000 unless given;
+//! - `--only X,Y` / `--skip X,Y`: measurements by name or group (`purge`,
+//!   `soft-delete`, `anonymise`, `preview`, `random`, `noindex`); the raw
+//!   references of what is selected always run too;
+//! - `--max-seconds S`: stop a missing-index measurement (group `noindex`)
+//!   after S seconds (default 120) and report it as "> S s" with the rows it
+//!   had done; the others run to the end;
+//! - `--repeat R`: read-only measurements (count, preview) run R times on
+//!   their copy and the fastest counts (default 5);
+//! - `--runs K`: the whole plan K times (default 1);
+//! - `--profile`: per-statement timings of each Cohort measurement, from the
+//!   client (adds a `tracing` subscriber: use it for a separate run);
+//! - `--setup-only`: build the data and one copy, then stop (times the setup);
+//! - `--list`: print the measurements and stop.
+
+mod data;
+mod measure;
+mod model;
+mod plan;
+mod profile;
+mod report;
 
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
-use cohort::policy::ProviderError;
-use cohort::{
-    Capabilities, Cohort, Options, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy,
-    TenantContext,
-};
-use futures_util::future::BoxFuture;
-use sqlx::{AssertSqlSafe, PgPool};
-use uuid::Uuid;
+use serde_json::Value;
 
-const TENANT_A: &str = "11111111-1111-1111-1111-111111111111";
+use crate::plan::{SPECS, Spec};
 
-/// The benchmark's row type.
-#[allow(
-    dead_code,
-    reason = "mirrors the table; Cohort reads its descriptor, never its values"
-)]
-#[derive(cohort::Retained)]
-#[cohort(
-    category = "notes",
-    anchor = "created_at",
-    id = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8",
-    table = "notes"
-)]
-struct Note {
-    id: Uuid,
-    tenant_id: Uuid,
-    created_at: DateTime<Utc>,
-    anonymised_at: Option<DateTime<Utc>>,
-    #[cohort(anonymise = "null")]
-    email: Option<String>,
-    #[cohort(anonymise(literal = "[redacted]"))]
-    body: String,
+type BoxError = Box<dyn std::error::Error>;
+
+/// The command line, parsed.
+#[derive(Debug)]
+struct Args {
+    rows: u64,
+    batches: Vec<u32>,
+    only: Vec<String>,
+    skip: Vec<String>,
+    max_seconds: f64,
+    repeat: u32,
+    runs: u32,
+    profile: bool,
+    setup_only: bool,
+    list: bool,
+    /// Child mode: the measurement to run.
+    measure: Option<String>,
+    url: String,
 }
 
-struct Rules(Strategy);
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
 
-impl RuleProvider for Rules {
-    fn capabilities(&self, _category: &str) -> Option<Capabilities> {
-        Some(Capabilities::only(Strategy::Purge).and(Strategy::Anonymise))
+fn parse_args() -> Result<Args, BoxError> {
+    let mut args = Args {
+        rows: 1_000_000,
+        batches: vec![1_000, 5_000],
+        only: Vec::new(),
+        skip: Vec::new(),
+        max_seconds: 120.0,
+        repeat: 5,
+        runs: 1,
+        profile: false,
+        setup_only: false,
+        list: false,
+        measure: None,
+        url: String::new(),
+    };
+    let mut quick = false;
+    let mut rows_given = false;
+    let mut batch_given = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--rows" => {
+                args.rows = value()?.replace(['_', ','], "").parse()?;
+                rows_given = true;
+            }
+            "--batch" => {
+                args.batches = list(&value()?)
+                    .iter()
+                    .map(|b| b.replace('_', "").parse())
+                    .collect::<Result<_, _>>()?;
+                batch_given = true;
+            }
+            "--only" => args.only = list(&value()?),
+            "--skip" => args.skip = list(&value()?),
+            "--max-seconds" => args.max_seconds = value()?.parse()?,
+            "--repeat" => args.repeat = value()?.parse()?,
+            "--runs" => args.runs = value()?.parse()?,
+            "--quick" => quick = true,
+            "--profile" => args.profile = true,
+            "--setup-only" => args.setup_only = true,
+            "--list" => args.list = true,
+            "--measure" => args.measure = Some(value()?),
+            "--url" => args.url = value()?,
+            other => return Err(format!("unknown argument {other} (see the crate docs)").into()),
+        }
     }
-
-    fn resolve<'a>(
-        &'a self,
-        _ctx: ResolutionContext<'a>,
-    ) -> BoxFuture<'a, Result<Option<Rule>, ProviderError>> {
-        let strategy = self.0;
-        Box::pin(async move { Ok(Some(Rule::new(Period::days(30), strategy))) })
+    if quick {
+        if !rows_given {
+            args.rows = 100_000;
+        }
+        if !batch_given {
+            args.batches = vec![1_000];
+        }
     }
+    if args.batches.is_empty() {
+        return Err("--batch needs at least one size".into());
+    }
+    if args.rows < data::HOLDS {
+        return Err(format!("--rows must be at least {}", data::HOLDS).into());
+    }
+    if !(args.max_seconds > 0.0 && args.max_seconds.is_finite()) {
+        return Err("--max-seconds must be a positive number".into());
+    }
+    for name in args.only.iter().chain(&args.skip) {
+        if !SPECS.iter().any(|s| s.name == name || s.group == name) {
+            return Err(format!("no measurement or group named {name} (try --list)").into());
+        }
+    }
+    Ok(args)
 }
 
-fn arg(name: &str, default: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-        .unwrap_or_else(|| default.to_owned())
-}
-
+/// The peak resident set (`VmHWM`) of this process, in KiB.
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
                 .find(|l| l.starts_with("VmHWM:"))
-                .map(str::to_owned)
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
         })
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         .unwrap_or(0)
 }
 
-async fn exec(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-        .execute(pool)
-        .await
-        .map(|_| ())
-}
-
-/// Builds the template table once.
-async fn setup(pool: &PgPool, rows: i64) -> Result<(), Box<dyn std::error::Error>> {
-    let schema = cohort::schema::SchemaName::public();
-    exec(pool, &cohort::schema::ddl(&schema)).await?;
-    exec(
-        pool,
-        &format!(
-            "CREATE TABLE template (id uuid NOT NULL, tenant_id uuid NOT NULL, created_at timestamptz NOT NULL, \
-               anonymised_at timestamptz, email text, body text NOT NULL);
-             INSERT INTO template (id, tenant_id, created_at, email, body) SELECT gen_random_uuid(), '{TENANT_A}', \
-               now() - interval '400 days' + (i::float / {rows}) * interval '300 days', 'person@example.org', repeat('x', 100) \
-               FROM generate_series(1, {rows}) i;
-             INSERT INTO template (id, tenant_id, created_at, email, body) SELECT gen_random_uuid(), '22222222-2222-2222-2222-222222222222', \
-               now() - interval '400 days', 'person@example.org', repeat('x', 100) FROM generate_series(1, {rows} / 10) i;
-             INSERT INTO retention_holds SELECT gen_random_uuid(), 'a3f467fe-c5d0-4f17-9897-83c373cc1dc8', id::text, tenant_id, \
-               'bench', now() - interval '1 day', NULL, NULL \
-               FROM template WHERE tenant_id = '{TENANT_A}' ORDER BY random() LIMIT 1000;"
-        ),
-    )
-    .await?;
-    exec(pool, "VACUUM ANALYZE retention_holds").await?;
+/// Child mode: one measurement, one JSON line on stdout.
+async fn child(args: &Args, name: &str) -> Result<(), BoxError> {
+    let spec = plan::find(name).ok_or_else(|| format!("unknown measurement {name}"))?;
+    if args.profile {
+        profile::install();
+    }
+    let job = measure::Job {
+        spec,
+        url: args.url.clone(),
+        rows: args.rows,
+        batch: args.batches.first().copied().unwrap_or(1_000),
+        max: spec
+            .bounded()
+            .then(|| Duration::from_secs_f64(args.max_seconds)),
+        repeat: args.repeat,
+    };
+    let mut line = measure::run(&job).await?;
+    line["peak_rss_kib"] = Value::from(peak_rss_kib());
+    println!("{line}");
     Ok(())
 }
 
-/// A fresh copy of the template as `notes`.
-async fn fresh_copy(pool: &PgPool) -> Result<(), sqlx::Error> {
-    exec(
-        pool,
-        "DROP TABLE IF EXISTS notes;
-         CREATE TABLE notes (LIKE template INCLUDING ALL);
-         INSERT INTO notes SELECT * FROM template;
-         ALTER TABLE notes ADD PRIMARY KEY (id);
-         CREATE INDEX ON notes (tenant_id, created_at, id);",
-    )
-    .await?;
-    exec(pool, "VACUUM ANALYZE notes").await?;
-    exec(pool, "CHECKPOINT").await
-}
-
-/// One measurement, in this (child) process.
-async fn measure(
-    url: &str,
-    what: &str,
-    batch: u32,
-) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(url)
-        .await?;
-    fresh_copy(&pool).await?;
-    let tenant = Uuid::parse_str(TENANT_A)?;
-    let now = Utc::now();
-    let cutoff = now - chrono::Duration::days(30);
-    let started = Instant::now();
-    let rows: u64 = match what {
-        "raw-delete" => sqlx::query("DELETE FROM notes WHERE tenant_id = $1 AND created_at < $2")
-            .bind(tenant)
-            .bind(cutoff)
-            .execute(&pool)
-            .await?
-            .rows_affected(),
-        "raw-delete-holds" => sqlx::query(
-            "DELETE FROM notes t WHERE tenant_id = $1 AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM retention_holds h \
-             WHERE h.retained_entity_id = 'a3f467fe-c5d0-4f17-9897-83c373cc1dc8' AND h.record_id = t.id::text \
-             AND h.tenant_id = t.tenant_id AND h.created_at <= statement_timestamp() \
-             AND (h.expires_at IS NULL OR h.expires_at > statement_timestamp()) \
-             AND (h.removed_at IS NULL OR h.removed_at > statement_timestamp()))",
-        )
-        .bind(tenant)
-        .bind(cutoff)
-        .execute(&pool)
-        .await?
-        .rows_affected(),
-        "raw-update" => sqlx::query(
-            "UPDATE notes SET email = NULL, body = '[redacted]', anonymised_at = now() \
-             WHERE tenant_id = $1 AND created_at < $2 AND anonymised_at IS NULL",
-        )
-        .bind(tenant)
-        .bind(cutoff)
-        .execute(&pool)
-        .await?
-        .rows_affected(),
-        "sweep-purge" | "sweep-anonymise" => {
-            let strategy = if what == "sweep-anonymise" { Strategy::Anonymise } else { Strategy::Purge };
-            let cohort = Cohort::builder(pool.clone())
-                .options(Options { batch_size: batch, ..Options::default() })
-                .rules(Rules(strategy))
-                .entity::<Note>()
-                .build()
-                .await?;
-            let started = Instant::now();
-            let result = cohort.sweep(&Scope::Tenant(TenantContext::new(tenant)), now).await?;
-            let secs = started.elapsed().as_secs_f64();
-            let affected = result.affected();
-            return Ok(serde_json::json!({
-                "what": what, "rows": affected, "seconds": secs, "rows_per_second": affected as f64 / secs,
-                "batch": batch, "peak_rss_kib": peak_rss_kib(), "held": result.summaries[0].held,
-            }));
-        }
-        other => return Err(format!("unknown measurement {other}").into()),
-    };
-    let secs = started.elapsed().as_secs_f64();
-    Ok(serde_json::json!({
-        "what": what, "rows": rows, "seconds": secs, "rows_per_second": rows as f64 / secs, "peak_rss_kib": peak_rss_kib(),
-    }))
+/// Runs one measurement in a child process and returns its JSON line, or a
+/// line that records how the child failed.
+fn spawn(args: &Args, url: &str, spec: &Spec, batch: Option<u32>) -> Result<Value, BoxError> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args([
+        "--measure",
+        spec.name,
+        "--url",
+        url,
+        "--rows",
+        &args.rows.to_string(),
+        "--batch",
+        &batch.unwrap_or(1_000).to_string(),
+        "--max-seconds",
+        &args.max_seconds.to_string(),
+        "--repeat",
+        &args.repeat.to_string(),
+    ]);
+    if args.profile {
+        cmd.arg("--profile");
+    }
+    let out = cmd.output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or("").trim();
+    if !out.status.success() || line.is_empty() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Ok(serde_json::json!({
+            "what": spec.name,
+            "data": spec.data.name(),
+            "batch": batch,
+            "problems": [format!("the measuring process failed ({}): {}", out.status, stderr.trim())],
+        }));
+    }
+    Ok(serde_json::from_str(line)?)
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    if let Some(i) = std::env::args().position(|a| a == "--measure") {
-        let what = std::env::args()
-            .nth(i + 1)
-            .ok_or("--measure needs a name")?;
-        let url = arg("--url", "");
-        let batch: u32 = arg("--batch", "1000").parse()?;
-        let line = measure(&url, &what, batch).await?;
-        println!("{line}");
+async fn main() -> Result<(), BoxError> {
+    let args = parse_args()?;
+    if let Some(name) = args.measure.clone() {
+        return child(&args, &name).await;
+    }
+    let selected = plan::select(&args.only, &args.skip);
+    if args.list {
+        for s in SPECS {
+            println!(
+                "{:<26} group {:<12} data {:<8} reference {:<26} target {}",
+                s.name,
+                s.group,
+                s.data,
+                s.reference.unwrap_or("-"),
+                s.target.label()
+            );
+        }
         return Ok(());
     }
-    let rows: i64 = arg("--rows", "1000000").parse()?;
-    let batches: Vec<String> = arg("--batch", "1000")
-        .split(',')
-        .map(str::to_owned)
-        .collect();
     let db = cohort_testdb::TestDb::try_new().await?;
-    eprintln!("setting up {rows} rows in {}", db.name());
-    setup(db.pool(), rows).await?;
-    let mut results = Vec::new();
-    let mut plan: Vec<(String, String)> = vec![
-        ("raw-delete".into(), "0".into()),
-        ("raw-delete-holds".into(), "0".into()),
-    ];
-    for b in &batches {
-        plan.push(("sweep-purge".into(), b.clone()));
-    }
-    plan.push(("raw-update".into(), "0".into()));
-    for b in &batches {
-        plan.push(("sweep-anonymise".into(), b.clone()));
-    }
-    let only = arg("--only", "");
-    let plan: Vec<(String, String)> = if only.is_empty() {
-        plan
-    } else {
-        plan.into_iter()
-            .filter(|(w, _)| only.split(',').any(|o| o == w))
-            .collect()
-    };
-    for (what, batch) in plan {
-        let out = Command::new(std::env::current_exe()?)
-            .args(["--measure", &what, "--url", &db.url(), "--batch", &batch])
-            .output()?;
-        if !out.status.success() {
-            return Err(format!("{what}: {}", String::from_utf8_lossy(&out.stderr)).into());
+    eprintln!(
+        "setting up {} rows of tenant A (+{} of tenant B) in {}",
+        args.rows,
+        args.rows / 10,
+        db.name()
+    );
+    let started = Instant::now();
+    data::setup(db.pool(), args.rows).await?;
+    eprintln!(
+        "templates built in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if args.setup_only {
+        for d in [data::Data::Ordered, data::Data::Random, data::Data::NoIndex] {
+            let started = Instant::now();
+            data::fresh_copy(db.pool(), d).await?;
+            eprintln!(
+                "a fresh copy of {d} took {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
         }
-        let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        println!("{line}");
-        results.push(serde_json::from_str::<serde_json::Value>(&line)?);
+        return Ok(());
     }
-    let rate = |w: &str| {
-        results
-            .iter()
-            .find(|r| r["what"] == w)
-            .and_then(|r| r["rows_per_second"].as_f64())
-            .unwrap_or(f64::NAN)
-    };
-    println!("\nrows={rows}");
-    for r in &results {
-        let base = if r["what"]
-            .as_str()
-            .is_some_and(|w| w.contains("anonymise") || w.contains("update"))
-        {
-            rate("raw-update")
-        } else {
-            rate("raw-delete")
-        };
+    let mut runs: Vec<Vec<Value>> = Vec::new();
+    for run in 1..=args.runs {
+        let mut results = Vec::new();
+        for spec in &selected {
+            let batches: Vec<Option<u32>> = if spec.kind.batched() {
+                args.batches.iter().copied().map(Some).collect()
+            } else {
+                vec![None]
+            };
+            for batch in batches {
+                eprintln!(
+                    "run {run}/{}: {}{}",
+                    args.runs,
+                    spec.name,
+                    batch.map(|b| format!(" batch {b}")).unwrap_or_default()
+                );
+                let line = spawn(&args, &db.url(), spec, batch)?;
+                println!("{line}");
+                results.push(line);
+            }
+        }
+        runs.push(results);
+    }
+    let mut failed = false;
+    for (i, results) in runs.iter().enumerate() {
         println!(
-            "{:<18} batch={:<6} rows={:<8} {:>8.2}s {:>10.0} rows/s  ratio to raw {:.2}  peak RSS {} KiB",
-            r["what"].as_str().unwrap_or(""),
-            r["batch"]
-                .as_u64()
-                .map(|b| b.to_string())
-                .unwrap_or_else(|| "-".into()),
-            r["rows"],
-            r["seconds"].as_f64().unwrap_or(0.0),
-            r["rows_per_second"].as_f64().unwrap_or(0.0),
-            r["rows_per_second"].as_f64().unwrap_or(0.0) / base,
-            r["peak_rss_kib"],
+            "\n### Run {} of {} ({} rows, batches {:?})\n",
+            i + 1,
+            args.runs,
+            args.rows,
+            args.batches
         );
+        failed |= report::table(results);
+    }
+    if runs.len() > 1 {
+        println!(
+            "\n### Best of {} runs per measurement (fastest time of each, ratios between bests)\n",
+            runs.len()
+        );
+        report::table(&report::best(&runs));
+    }
+    if args.profile {
+        for results in &runs {
+            report::profiles(results);
+        }
+    }
+    if failed {
+        return Err("some measurements failed their checks (see the summary)".into());
     }
     Ok(())
 }

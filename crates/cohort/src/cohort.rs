@@ -9,9 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, TimeZone, Utc};
 use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
 
 use crate::config::Options;
 use crate::error::Error;
+use crate::handlers::registry::Registered;
+use crate::handlers::{Dispatcher, RowHandler, RowHandlerOptions};
 use crate::holds::{Deletion, Holds};
 use crate::ledger::{AuditObserver, Trigger};
 use crate::model::{AnonymiserFn, EntityDescriptor, Retained};
@@ -50,8 +53,19 @@ pub(crate) struct Inner {
     pub(crate) provider: Arc<dyn RuleProvider>,
     pub(crate) model: Model,
     pub(crate) observers: Vec<Arc<dyn AuditObserver>>,
+    /// The row handlers, ordered by retained type, then rank.
+    pub(crate) handlers: Vec<Registered>,
     /// Set once readiness has passed; failures are never cached.
     ready: AtomicBool,
+}
+
+impl Inner {
+    /// The row handlers of one retained type, in rank order.
+    pub(crate) fn handlers_of(&self, entity_id: Uuid) -> &[Registered] {
+        let start = self.handlers.partition_point(|h| h.entity_id < entity_id);
+        let end = self.handlers.partition_point(|h| h.entity_id <= entity_id);
+        &self.handlers[start..end]
+    }
 }
 
 impl fmt::Debug for Cohort {
@@ -80,6 +94,7 @@ impl Cohort {
             descriptors: Vec::new(),
             observers: Vec::new(),
             anonymisers: HashMap::new(),
+            handlers: Vec::new(),
         }
     }
 
@@ -176,9 +191,19 @@ impl Cohort {
     }
 
     /// The host-deletion service: the host's own deletes, refused when an
-    /// active hold covers a target.
+    /// active hold covers a target. Host deletions run no row handlers: the
+    /// host's callback deletes what it chooses, and its own side effects
+    /// belong in that callback's transaction.
     pub fn deletion(&self) -> Deletion<'_> {
         Deletion::new(self)
+    }
+
+    /// The row-handler dispatcher: delivers queued handler work, at least
+    /// once (see [`crate::handlers`]). Run [`Dispatcher::run`] beside your
+    /// application (the scheduled worker does), or call
+    /// [`Dispatcher::run_once`] from a job of your own.
+    pub fn dispatcher(&self) -> Dispatcher {
+        Dispatcher::new(self.clone())
     }
 
     /// Marks runs still `Started` after [`Options::settle_timeout`] as
@@ -213,6 +238,8 @@ pub struct CohortBuilder {
     descriptors: Vec<&'static EntityDescriptor>,
     observers: Vec<Arc<dyn AuditObserver>>,
     anonymisers: HashMap<String, Arc<dyn AnonymiserFn>>,
+    /// Row handlers, with the type each was registered for.
+    handlers: Vec<(&'static str, Option<Uuid>, Registered)>,
 }
 
 impl fmt::Debug for CohortBuilder {
@@ -226,6 +253,7 @@ impl fmt::Debug for CohortBuilder {
             .field("types", &types)
             .field("observers", &self.observers.len())
             .field("anonymisers", &anonymisers)
+            .field("handlers", &self.handlers.len())
             .finish_non_exhaustive()
     }
 }
@@ -274,6 +302,29 @@ impl CohortBuilder {
         self
     }
 
+    /// Registers a row handler for retained type `T` (see
+    /// [`crate::handlers`]), with the default options: its identity is its
+    /// Rust type name, priority 0, deliveries right after each batch.
+    pub fn row_handler<T: Retained, H: RowHandler>(self, handler: H) -> Self {
+        self.row_handler_with::<T, H>(handler, RowHandlerOptions::new())
+    }
+
+    /// Registers a row handler for `T` with options: a stable identity,
+    /// a priority among `T`'s handlers, when deliveries may start.
+    pub fn row_handler_with<T: Retained, H: RowHandler>(
+        mut self,
+        handler: H,
+        options: RowHandlerOptions,
+    ) -> Self {
+        let entity_id = T::entity_id();
+        self.handlers.push((
+            T::descriptor().type_name(),
+            entity_id,
+            Registered::new(entity_id.unwrap_or_default(), handler, options),
+        ));
+        self
+    }
+
     /// Validates the options, the registered types against the live catalog
     /// and the readiness of Cohort's tables, and returns the handle, or one
     /// [`Error::Validation`] whose report lists every problem found.
@@ -312,6 +363,7 @@ impl CohortBuilder {
         .await;
         let (readiness, model) = tx.finish(checked).await?;
         report.readiness = readiness.problems;
+        let handlers = check_handlers(self.handlers, &self.descriptors, &mut report);
         let model = match model {
             Ok(model) => Some(model),
             Err(Error::Validation(found)) => {
@@ -329,6 +381,7 @@ impl CohortBuilder {
                     provider,
                     model,
                     observers: self.observers,
+                    handlers,
                     // Checked again by the first operation: only success is cached.
                     ready: AtomicBool::new(false),
                 }),
@@ -336,4 +389,47 @@ impl CohortBuilder {
             _ => Err(Error::Validation(report)),
         }
     }
+}
+
+/// Checks the row handlers against the registered types and orders them:
+/// each type must be registered and retained, and a type's handlers need
+/// distinct identities.
+fn check_handlers(
+    handlers: Vec<(&'static str, Option<Uuid>, Registered)>,
+    descriptors: &[&'static EntityDescriptor],
+    report: &mut ValidationReport,
+) -> Vec<Registered> {
+    let mut out: Vec<Registered> = Vec::with_capacity(handlers.len());
+    for (type_name, entity_id, handler) in handlers {
+        let registered = descriptors.iter().any(|d| {
+            d.entity_id().is_some()
+                && d.entity_id() == entity_id
+                && d.membership().category().is_some()
+        });
+        if !registered {
+            report.problems.push(ValidationProblem::for_type(
+                type_name,
+                format!("row handler {:?} is registered for a type that is not a registered retained type", handler.id),
+                "register the type with .entity::<T>() (row handlers need a retained type)",
+            ));
+            continue;
+        }
+        if out
+            .iter()
+            .any(|h| h.entity_id == handler.entity_id && h.id == handler.id)
+        {
+            report.problems.push(ValidationProblem::for_type(
+                type_name,
+                format!(
+                    "two row handlers of the type have the identity {:?}",
+                    handler.id
+                ),
+                "give each handler its own id with RowHandlerOptions::id",
+            ));
+            continue;
+        }
+        out.push(handler);
+    }
+    crate::handlers::registry::rank(&mut out);
+    out
 }

@@ -12,6 +12,12 @@ use crate::validate::ValidationProblem;
 /// time a batch holds its rows locked; larger batches measure no faster.
 pub const MAX_BATCH_SIZE: u32 = 10_000;
 
+/// The most attempts a row handler's delivery may be given.
+pub const MAX_ATTEMPTS: u32 = 1_000;
+
+/// The longest payload retention Cohort accepts (ten years).
+const MAX_RETENTION: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+
 /// The longest [`Options::lock_wait`] Cohort accepts: a range statement that
 /// waits longer than PostgreSQL's `deadlock_timeout` (1 s by default) can be
 /// chosen as a deadlock victim before its own wait ends, which costs the same
@@ -63,6 +69,26 @@ pub struct Options {
     /// run and counted as skipped.
     #[serde(with = "humantime_secs")]
     pub lock_wait: Duration,
+    /// How long a row handler's delivery holds its claim (default 5
+    /// minutes). The handler is cancelled at nine tenths of it (the attempt
+    /// fails); a claim left by a crashed dispatcher is reclaimed once it
+    /// expired.
+    #[serde(with = "humantime_secs")]
+    pub claim_timeout: Duration,
+    /// How long captured handler payloads (which may hold personal data)
+    /// are kept at most (default 30 days); a payload is cleared as soon as
+    /// every handler of its row is done, and this backstop clears the rest.
+    #[serde(with = "humantime_secs")]
+    pub payload_retention: Duration,
+    /// How many attempts a delivery gets before it is dead-lettered
+    /// (default 10, at most 1,000).
+    pub max_attempts: u32,
+    /// How often a running dispatcher looks for due work when no
+    /// notification wakes it (default 1 s).
+    #[serde(with = "humantime_secs")]
+    pub poll_interval: Duration,
+    /// The most deliveries one `Dispatcher::run_once` makes (default 1,000).
+    pub dispatch_limit: u32,
     /// How long holds that no longer protect (expired or removed) are kept
     /// before [`crate::holds::Holds::prune`] deletes them; `None` (the default)
     /// keeps them forever.
@@ -80,6 +106,11 @@ impl Default for Options {
             observer_timeout: Duration::from_secs(5),
             settle_timeout: Duration::from_secs(3600),
             fence_wait: Duration::from_secs(30),
+            claim_timeout: Duration::from_secs(300),
+            payload_retention: Duration::from_secs(30 * 24 * 3600),
+            max_attempts: 10,
+            poll_interval: Duration::from_secs(1),
+            dispatch_limit: 1_000,
             lock_wait: Duration::from_millis(200),
             inactive_hold_retention: None,
         }
@@ -123,10 +154,39 @@ impl Options {
                 "use the default (0.2 s), below PostgreSQL's deadlock_timeout",
             ));
         }
+        if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS {
+            problems.push(ValidationProblem::option(
+                "max_attempts",
+                format!(
+                    "max_attempts is {}; it must be between 1 and {MAX_ATTEMPTS}",
+                    self.max_attempts
+                ),
+                "use the default (10)",
+            ));
+        }
+        if self.dispatch_limit == 0 {
+            problems.push(ValidationProblem::option(
+                "dispatch_limit",
+                "dispatch_limit is 0",
+                "use the default (1,000)",
+            ));
+        }
+        if self.payload_retention.is_zero() || self.payload_retention > MAX_RETENTION {
+            problems.push(ValidationProblem::option(
+                "payload_retention",
+                format!(
+                    "payload_retention is {:?}; it must be above zero and at most 10 years",
+                    self.payload_retention
+                ),
+                "use the default (30 days)",
+            ));
+        }
         for (name, value) in [
             ("observer_timeout", self.observer_timeout),
             ("settle_timeout", self.settle_timeout),
             ("fence_wait", self.fence_wait),
+            ("claim_timeout", self.claim_timeout),
+            ("poll_interval", self.poll_interval),
         ] {
             if value.is_zero() || value > MAX_TIMEOUT {
                 problems.push(ValidationProblem::option(

@@ -8,6 +8,7 @@ mod cohort;
 mod config;
 mod error;
 pub mod evidence;
+pub mod handlers;
 pub mod holds;
 pub mod ledger;
 mod metrics;
@@ -19,7 +20,7 @@ mod sql;
 mod validate;
 
 pub use cohort::{Cohort, CohortBuilder};
-pub use config::{MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options};
+pub use config::{MAX_ATTEMPTS, MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options};
 pub use error::{Error, Result};
 /// The boxed future [`RuleProvider::resolve`] and
 /// [`ledger::AuditObserver::on_event`] return (from `futures-util`).

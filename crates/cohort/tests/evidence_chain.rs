@@ -895,3 +895,41 @@ async fn verify_and_export_ignore_a_hostile_search_path_in_a_quoted_schema() {
     assert_eq!(report.problems.len(), 1, "{report}");
     assert_eq!(report.problems[0].kind, ProblemKind::Changed);
 }
+
+// contract: EV1
+#[tokio::test]
+async fn a_scrubbed_payload_is_not_tampering_and_a_changed_one_is() {
+    let db = setup().await;
+    let run = Uuid::new_v4();
+    db.exec(&format!(
+        "INSERT INTO sweep_run (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at) \
+         VALUES ('{run}', 'Sweep', 'Manual', false, '{t}', now(), 'Started', now()); \
+         INSERT INTO sweep_run_row_detail (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, \
+             captured_payload, created_at) \
+         VALUES ('{run}', '{TICKETS}', 'Ticket', '1', '{t}', 'Purge', '{{\"audit\": {{\"body\": \"secret\"}}}}', now()), \
+                ('{run}', '{TICKETS}', 'Ticket', '2', '{t}', 'Purge', '{{\"audit\": {{\"body\": \"other\"}}}}', now()); \
+         UPDATE sweep_run SET status = 'Succeeded', settled_at = now() WHERE run_id = '{run}'",
+        t = tenant_a()
+    ))
+    .await;
+    assert!(check(&db).await.is_intact());
+    // The row-handler queue clears delivered payloads: the link covers the
+    // payload's digest, not the payload.
+    db.exec("UPDATE sweep_run_row_detail SET captured_payload = NULL WHERE record_id = '1'")
+        .await;
+    let report = check(&db).await;
+    assert!(report.is_intact(), "{report}");
+    // A payload changed (or put back different) is tampering.
+    let id = detail_id(&db, "2").await;
+    db.exec(
+        "UPDATE sweep_run_row_detail SET captured_payload = '{\"audit\": {\"body\": \"forged\"}}' \
+         WHERE record_id = '2'",
+    )
+    .await;
+    let report = check(&db).await;
+    assert_eq!(
+        kinds(&report),
+        vec![(ChainTable::RowDetail, id.to_string(), ProblemKind::Changed)],
+        "{report}"
+    );
+}

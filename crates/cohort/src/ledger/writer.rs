@@ -142,8 +142,12 @@ impl Ledger {
     }
 
     /// The body of a CTE that records each row of CTE `d` (column `rid`, the
-    /// canonical record id) as a row detail. The other arguments are
-    /// placeholders: run, retained-entity id, entity type, tenant, action.
+    /// canonical record id) as a row detail, returning `detail_id` and
+    /// `record_id`. The other arguments are placeholders: run, retained-entity
+    /// id, entity type, tenant, action. With `payloads`, the SQL of a
+    /// `ROWS FROM` giving `pl(rid, payload)` (payload as JSON text), each
+    /// detail keeps its row's captured handler snapshots.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn details_cte(
         &self,
         d: &str,
@@ -152,11 +156,21 @@ impl Ledger {
         entity_type: &str,
         tenant: &str,
         action: &str,
+        payloads: Option<&str>,
     ) -> String {
+        let (column, value, join) = match payloads {
+            Some(source) => (
+                ", captured_payload",
+                ", (pl.payload)::pg_catalog.jsonb",
+                format!(" LEFT JOIN {source} ON pl.rid OPERATOR(pg_catalog.=) {d}.rid"),
+            ),
+            None => ("", "", String::new()),
+        };
         format!(
-            "INSERT INTO {t} (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, created_at) \
-             SELECT {run}, {entity}, {entity_type}, {d}.rid, {tenant}, {action}, pg_catalog.statement_timestamp() \
-             FROM {d}",
+            "INSERT INTO {t} (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, created_at{column}) \
+             SELECT {run}, {entity}, {entity_type}, {d}.rid, {tenant}, {action}, pg_catalog.statement_timestamp(){value} \
+             FROM {d}{join} \
+             RETURNING detail_id, record_id",
             t = self.details
         )
     }

@@ -16,10 +16,13 @@ use uuid::Uuid;
 
 use super::cancelled;
 use super::statements::{EntitySql, P};
+use crate::handlers::registry::Registered;
+use crate::handlers::{CapturedRow, Dispatch};
 use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind};
 use crate::model::AnonymiseMethod;
 use crate::model::resolved::ResolvedEntity;
 use crate::policy::Strategy;
+use crate::schema::SchemaName;
 use crate::sql::txn::{self, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, LockWait, sqlstate};
 use crate::sql::{AssertSqlSafe, PgTime, Statement};
 
@@ -54,6 +57,11 @@ pub(crate) struct Values<'a> {
     pub(crate) run: Uuid,
     pub(crate) ledger_tenant: Uuid,
     pub(crate) strategy: Strategy,
+    /// The type's row handlers, in rank order (empty for none, and for
+    /// preview and dry runs).
+    pub(crate) handlers: &'a [Registered],
+    /// The schema of Cohort's tables.
+    pub(crate) schema: &'a SchemaName,
 }
 
 /// Where the next batch starts: after this key.
@@ -71,6 +79,9 @@ struct Located {
     oids: Vec<Oid>,
     tids: Vec<String>,
     customs: Vec<Vec<Option<String>>>,
+    /// Rows changed with handler snapshots: record ids and JSON objects.
+    payload_rids: Vec<String>,
+    payloads: Vec<String>,
 }
 
 fn count(v: i64) -> u64 {
@@ -111,6 +122,17 @@ fn bind<'q>(
                     .and_then(|l| l.customs.get(i).cloned())
                     .unwrap_or_default(),
             ),
+            P::PayloadRids => q.bind(located.map(|l| l.payload_rids.clone()).unwrap_or_default()),
+            P::Payloads => q.bind(located.map(|l| l.payloads.clone()).unwrap_or_default()),
+            P::HandlerIds => q.bind(v.handlers.iter().map(|h| h.id.clone()).collect::<Vec<_>>()),
+            P::HandlerRanks => q.bind(v.handlers.iter().map(|h| h.rank).collect::<Vec<_>>()),
+            P::HandlerAfter => q.bind(
+                v.handlers
+                    .iter()
+                    .map(|h| h.dispatch == Dispatch::AfterSweepSettled)
+                    .collect::<Vec<_>>(),
+            ),
+            P::Schema => q.bind(v.schema.as_str().to_owned()),
         };
     }
     q
@@ -431,12 +453,21 @@ impl EntityBatches<'_> {
             oids: Vec::with_capacity(rows.len()),
             tids: Vec::with_capacity(rows.len()),
             customs: vec![Vec::with_capacity(rows.len()); self.sql.customs],
+            ..Located::default()
         };
-        for r in &rows {
+        // Row handlers capture first: a row whose capture fails is left
+        // unchanged, its work dead-lettered once, and the cursor still moves
+        // past it, so the rest of the run never sees it again.
+        let kept = if self.sql.capture {
+            self.capture(conn, &rows, &mut located).await?
+        } else {
+            rows.iter().collect()
+        };
+        for r in &kept {
             located.oids.push(r.try_get("o").map_err(db)?);
             located.tids.push(r.try_get("c").map_err(db)?);
         }
-        self.anonymise(&rows, &mut located)?;
+        self.anonymise(&kept, &mut located)?;
         let row = match bind(&self.sql.mutate, &self.values, None, Some(&located))
             .fetch_one(&mut *conn)
             .await
@@ -455,8 +486,75 @@ impl EntityBatches<'_> {
         Ok((batch, Some(next)))
     }
 
+    /// Runs every handler's capture on every row; returns the rows to
+    /// change, with their snapshots bound in `located`, and dead-letters the
+    /// work of the others in the batch's transaction.
+    async fn capture<'r>(
+        &self,
+        conn: &mut PgConnection,
+        rows: &'r [PgRow],
+        located: &mut Located,
+    ) -> Result<Vec<&'r PgRow>, BatchError> {
+        let v = &self.values;
+        let mut kept = Vec::with_capacity(rows.len());
+        let (mut rids, mut handlers, mut ranks, mut errors) = (vec![], vec![], vec![], vec![]);
+        for r in rows {
+            let record_id: String = r.try_get("record_id").map_err(db)?;
+            let captured: serde_json::Value = r.try_get("captured").map_err(db)?;
+            let columns = match captured {
+                serde_json::Value::Object(columns) => columns,
+                _ => serde_json::Map::new(),
+            };
+            let row = CapturedRow::new(record_id.clone(), columns);
+            let mut snapshots = serde_json::Map::new();
+            let mut failed = false;
+            for h in v.handlers {
+                match h.handler.capture(&row) {
+                    Ok(snapshot) => {
+                        snapshots.insert(h.id.clone(), snapshot);
+                    }
+                    Err(failure) => {
+                        failed = true;
+                        rids.push(record_id.clone());
+                        handlers.push(h.id.clone());
+                        ranks.push(h.rank);
+                        errors.push(failure.to_string());
+                    }
+                }
+            }
+            if !failed {
+                located.payload_rids.push(record_id);
+                located
+                    .payloads
+                    .push(serde_json::Value::Object(snapshots).to_string());
+                kept.push(r);
+            }
+        }
+        if !rids.is_empty() {
+            sqlx::query(AssertSqlSafe(
+                crate::handlers::QueueSql::dead_letter_captures(v.schema),
+            ))
+            .bind(v.run)
+            .bind(v.entity.entity_id)
+            .bind(v.ledger_tenant)
+            .bind(&rids)
+            .bind(&handlers)
+            .bind(&ranks)
+            .bind(&errors)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+            tracing::warn!(
+                entity = %v.entity.entity_id,
+                rows = rids.len(),
+                "row handlers' capture failed; those rows are left for the next run and their work dead-lettered"
+            );
+        }
+        Ok(kept)
+    }
+
     /// The custom anonymisers' replacement values, column by column.
-    fn anonymise(&self, rows: &[PgRow], located: &mut Located) -> Result<(), BatchError> {
+    fn anonymise(&self, rows: &[&PgRow], located: &mut Located) -> Result<(), BatchError> {
         if self.values.strategy != Strategy::Anonymise {
             return Ok(());
         }

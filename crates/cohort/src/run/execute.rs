@@ -398,6 +398,12 @@ impl Cohort {
             }
         };
         let per_row = plan.rule.audit == AuditDetail::PerRow;
+        // A dry run never runs a handler and never queues work.
+        let handlers: &[crate::handlers::registry::Registered] = if spec.dry_run {
+            &[]
+        } else {
+            inner.handlers_of(e.entity_id)
+        };
         let sql = EntitySql::build(
             e,
             plan.rule.strategy,
@@ -405,6 +411,7 @@ impl Cohort {
             ledger,
             &purpose,
             per_row,
+            !handlers.is_empty(),
         );
         let values = Values {
             entity: e,
@@ -416,6 +423,8 @@ impl Cohort {
             run: run_id,
             ledger_tenant: scope.ledger_tenant(),
             strategy: plan.rule.strategy,
+            handlers,
+            schema: &inner.schema,
         };
 
         if spec.dry_run {

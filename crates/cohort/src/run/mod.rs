@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 pub use erasure::{ErasureRequest, MAX_SUBJECT_BYTES, Subject};
 pub use preview::{Preview, PreviewEntry};
+pub(crate) use sweep::close;
 
 use crate::ledger::{EntitySummary, Failure, RunKind, RunStatus};
 

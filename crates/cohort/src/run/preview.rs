@@ -92,6 +92,7 @@ impl Cohort {
                             &ledger,
                             &Purpose::Sweep,
                             plan.rule.audit == AuditDetail::PerRow,
+                            false,
                         );
                         let values = Values {
                             entity: e,
@@ -103,6 +104,8 @@ impl Cohort {
                             run: Uuid::nil(),
                             ledger_tenant: scope.ledger_tenant(),
                             strategy: plan.rule.strategy,
+                            handlers: &[],
+                            schema: &inner.schema,
                         };
                         match measure(&mut conn, &sql, &values).await {
                             Ok(c) => {

@@ -66,6 +66,19 @@ pub(crate) enum P {
     /// Replacement values of the custom-anonymised column at this index
     /// among the custom ones (text[]).
     Custom(usize),
+    /// The record ids of the rows whose handler snapshots are bound (text[]).
+    PayloadRids,
+    /// Those rows' snapshots, one JSON object per row (text[]).
+    Payloads,
+    /// The type's handlers' identities (text[]).
+    HandlerIds,
+    /// Their ranks (int4[]).
+    HandlerRanks,
+    /// Whether each waits for the run to settle (bool[]).
+    HandlerAfter,
+    /// The schema of Cohort's tables (text), the payload of the
+    /// notification that work was queued.
+    Schema,
 }
 
 /// What the statements are for.
@@ -103,6 +116,9 @@ pub(crate) struct EntitySql {
     pub(crate) customs: usize,
     /// Whether each changed row is written as a row detail.
     pub(crate) per_row: bool,
+    /// Whether row handlers capture the rows (locked path, details with
+    /// payloads, queued work).
+    pub(crate) capture: bool,
 }
 
 /// The shared pieces, written once per statement with its own placeholders.
@@ -113,6 +129,9 @@ struct Parts<'a> {
     holds: String,
     ledger: &'a Ledger,
     per_row: bool,
+    schema: &'a SchemaName,
+    /// Whether the type's row handlers capture its rows.
+    capture: bool,
 }
 
 impl Parts<'_> {
@@ -240,6 +259,15 @@ impl Parts<'_> {
         );
         let mut select = "(SELECT pg_catalog.count(*) FROM d) AS affected".to_owned();
         if self.per_row {
+            let payloads = self.capture.then(|| {
+                let source = format!(
+                    "ROWS FROM (pg_catalog.unnest({}::pg_catalog.text[]), \
+                     pg_catalog.unnest({}::pg_catalog.text[])) AS pl(rid, payload)",
+                    b.p(P::PayloadRids),
+                    b.p(P::Payloads)
+                );
+                source
+            });
             let details = self.ledger.details_cte(
                 "d",
                 &b.p(P::Run),
@@ -247,9 +275,35 @@ impl Parts<'_> {
                 &b.p(P::EntityType),
                 &b.p(P::LedgerTenant),
                 &b.p(P::Action),
+                payloads.as_deref(),
             );
             let _ = write!(ctes, ", det AS ({details})");
             select.push_str(", ARRAY(SELECT d.rid FROM d) AS ids");
+            if self.capture {
+                let handlers = format!(
+                    "ROWS FROM (pg_catalog.unnest({}::pg_catalog.text[]), \
+                     pg_catalog.unnest({}::pg_catalog.int4[]), \
+                     pg_catalog.unnest({}::pg_catalog.bool[])) AS hs(id, rank, after)",
+                    b.p(P::HandlerIds),
+                    b.p(P::HandlerRanks),
+                    b.p(P::HandlerAfter)
+                );
+                let queue = crate::handlers::QueueSql::queue_cte(
+                    self.schema,
+                    &b.p(P::Run),
+                    &b.p(P::Entity),
+                    &b.p(P::LedgerTenant),
+                    &handlers,
+                );
+                let _ = write!(ctes, ", work AS ({queue})");
+                let _ = write!(
+                    select,
+                    ", (SELECT pg_catalog.count(*) FROM (SELECT pg_catalog.pg_notify('{channel}', {schema}) \
+                        WHERE EXISTS (SELECT 1 FROM d)) AS n) AS notified",
+                    channel = crate::handlers::CHANNEL,
+                    schema = b.p(P::Schema)
+                );
+            }
         }
         (ctes, select)
     }
@@ -398,6 +452,9 @@ impl Parts<'_> {
         for (i, a) in self.customs().enumerate() {
             let _ = write!(select, ", (t.{})::pg_catalog.text AS v{i}", a.column.name);
         }
+        if self.capture {
+            select.push_str(", pg_catalog.to_jsonb(t) AS captured");
+        }
         let lock = if self.erasure() {
             "FOR UPDATE OF t"
         } else {
@@ -473,7 +530,10 @@ impl EntitySql {
         ledger: &Ledger,
         purpose: &Purpose<'_>,
         per_row: bool,
+        capture: bool,
     ) -> EntitySql {
+        // Handlers' work refers to the row details: capture implies them.
+        let per_row = per_row || capture;
         let parts = Parts {
             e,
             strategy,
@@ -481,10 +541,15 @@ impl EntitySql {
             holds: schema.table("retention_holds").to_string(),
             ledger,
             per_row,
+            schema,
+            capture,
         };
         let customs = parts.customs().count();
         let erasure = parts.erasure();
-        let range = (!erasure && customs == 0).then(|| [parts.range(false), parts.range(true)]);
+        // The range path needs no row's values: custom anonymisers and
+        // handlers' capture take the locked path.
+        let range =
+            (!erasure && customs == 0 && !capture).then(|| [parts.range(false), parts.range(true)]);
         EntitySql {
             count: parts.count(),
             range,
@@ -492,6 +557,7 @@ impl EntitySql {
             mutate: parts.mutate(),
             customs,
             per_row,
+            capture,
         }
     }
 }

@@ -236,6 +236,14 @@ pub(super) fn up_sql(schema: &SchemaName, info: &MigrationInfo) -> String {
                     q(column)
                 );
             }
+            Change::Index { name, columns } => {
+                let _ = writeln!(
+                    out,
+                    "CREATE INDEX IF NOT EXISTS {} ON {table} ({});\n",
+                    q(name),
+                    column_list(columns)
+                );
+            }
             Change::PartialUniqueIndex {
                 name,
                 columns,

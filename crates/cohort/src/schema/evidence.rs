@@ -41,8 +41,6 @@ pub(crate) enum Enc {
     Bool,
     /// Microseconds since 1970-01-01 UTC, decimal; `infinity`, `-infinity`.
     Time,
-    /// PostgreSQL's `jsonb` text (keys sorted, whitespace normalised).
-    Json,
     /// Lower-case hex.
     Hash,
 }
@@ -62,7 +60,7 @@ pub(crate) enum LinkKind {
     HoldRemoval,
 }
 
-use Enc::{Bool, Hash, Int, Json, Text, Time, Uuid};
+use Enc::{Bool, Hash, Int, Text, Time, Uuid};
 
 const RUN_FIELDS: &[(&str, Enc)] = &[
     ("chain_seq", Int),
@@ -117,7 +115,7 @@ const DETAIL_FIELDS: &[(&str, Enc)] = &[
     ("record_id", Text),
     ("tenant_id", Uuid),
     ("action", Text),
-    ("captured_payload", Json),
+    ("chain_payload", Hash),
     ("created_at", Time),
 ];
 
@@ -170,7 +168,7 @@ impl LinkKind {
 fn encode(e: &str, enc: Enc) -> String {
     match enc {
         Enc::Text => e.to_owned(),
-        Enc::Uuid | Enc::Int | Enc::Json => format!("({e})::pg_catalog.text"),
+        Enc::Uuid | Enc::Int => format!("({e})::pg_catalog.text"),
         Enc::Bool => format!("CASE WHEN {e} THEN 't' ELSE 'f' END"),
         Enc::Time => format!(
             "CASE WHEN pg_catalog.isfinite({e}) THEN \
@@ -210,6 +208,16 @@ pub(crate) fn canonical_bytes_sql(kind: LinkKind, value: &dyn Fn(&str) -> String
     format!(
         "pg_catalog.convert_to({}, 'UTF8')",
         canonical_sql(kind, value)
+    )
+}
+
+/// The digest a row detail's link covers instead of its captured payload
+/// (which the row-handler queue scrubs once delivered): SHA-256 of the
+/// payload's `jsonb` text, NULL when there is none. `payload` is the SQL
+/// expression of the `captured_payload` column.
+pub(crate) fn payload_digest_sql(payload: &str) -> String {
+    format!(
+        "CASE WHEN {payload} IS NULL THEN NULL          ELSE pg_catalog.sha256(pg_catalog.convert_to(({payload})::pg_catalog.text, 'UTF8')) END"
     )
 }
 
@@ -402,6 +410,7 @@ BEGIN
     END IF;
     NEW.chain_seq := COALESCE(v_seq, 0) OPERATOR(pg_catalog.+) 1;
     NEW.chain_prev := v_head;
+    NEW.chain_payload := {payload};
     NEW.chain_hash := {hash};
     PERFORM pg_catalog.set_config('{DETAIL_HEAD_SETTING}',
         v_key OPERATOR(pg_catalog.||) (NEW.chain_seq)::pg_catalog.text OPERATOR(pg_catalog.||) ' '
@@ -410,6 +419,7 @@ BEGIN
 END
 "#,
         details = n.details,
+        payload = payload_digest_sql("NEW.captured_payload"),
     )
 }
 
@@ -544,9 +554,17 @@ END
 /// re-running it is harmless.
 pub(super) fn seal_existing(schema: &SchemaName) -> String {
     let n = names(schema);
+    let payload = payload_digest_sql("x.captured_payload");
     let detail_hash = hash_sql(
         LinkKind::Detail,
-        &row("x", &[("chain_seq", "v_seq"), ("chain_prev", "v_head")]),
+        &row(
+            "x",
+            &[
+                ("chain_seq", "v_seq"),
+                ("chain_prev", "v_head"),
+                ("chain_payload", &payload),
+            ],
+        ),
     );
     let run_hash = hash_sql(
         LinkKind::Run,
@@ -600,7 +618,8 @@ BEGIN
                       WHERE d.run_id OPERATOR(pg_catalog.=) v_run.run_id AND d.chain_hash IS NULL
                       ORDER BY d.detail_id LOOP
             v_seq := v_seq OPERATOR(pg_catalog.+) 1;
-            UPDATE {details} AS x SET chain_seq = v_seq, chain_prev = v_head, chain_hash = {detail_hash}
+            UPDATE {details} AS x SET chain_seq = v_seq, chain_prev = v_head, chain_payload = {payload},
+                   chain_hash = {detail_hash}
              WHERE x.detail_id OPERATOR(pg_catalog.=) v_row.detail_id
             RETURNING x.chain_hash INTO v_head;
         END LOOP;

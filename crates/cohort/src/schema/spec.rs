@@ -438,6 +438,7 @@ pub(super) const TABLES: [TableSpec; 5] = [
             col("action", Text, true),
             col("captured_payload", Jsonb, false),
             col("created_at", Timestamptz, true),
+            added("chain_payload", Bytea, EVIDENCE),
             added("chain_seq", Bigint, EVIDENCE),
             added("chain_prev", Bytea, EVIDENCE),
             added("chain_hash", Bytea, EVIDENCE),
@@ -614,6 +615,11 @@ pub(super) enum Change {
         /// The predicate, with quoted column names and literal constants.
         predicate: &'static str,
     },
+    /// `CREATE INDEX ...`: an index that only makes Cohort fast.
+    Index {
+        name: &'static str,
+        columns: &'static [&'static str],
+    },
 }
 
 /// One change to an existing table, tagged with its migration.
@@ -625,7 +631,7 @@ pub(super) struct AlterationSpec {
 }
 
 /// Every change later migrations make to earlier tables, in order.
-pub(super) const ALTERATIONS: [AlterationSpec; 2] = [
+pub(super) const ALTERATIONS: [AlterationSpec; 3] = [
     // Migration 3 (row handlers): a row whose before-hook failed is
     // dead-lettered without a row detail (it was not changed).
     AlterationSpec {
@@ -643,6 +649,15 @@ pub(super) const ALTERATIONS: [AlterationSpec; 2] = [
             name: "sweep_row_handler_status_one_in_flight",
             columns: &["detail_id"],
             predicate: r#""state" = 'InFlight'"#,
+        },
+    },
+    // A claim finds a row's next delivery through it (rank, then id).
+    AlterationSpec {
+        since: 3,
+        table: "sweep_row_handler_status",
+        change: Change::Index {
+            name: "sweep_row_handler_status_detail_order_idx",
+            columns: &["detail_id", "priority", "work_id"],
         },
     },
 ];

@@ -38,6 +38,18 @@ impl ValidationProblem {
         }
     }
 
+    /// A problem of one registered type that no catalog lookup found.
+    pub(crate) fn for_type(
+        type_name: &str,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        ValidationProblem {
+            type_name: Some(type_name.to_owned()),
+            ..ValidationProblem::general(problem, fix)
+        }
+    }
+
     /// A problem with option `option`.
     pub(crate) fn option(
         option: &'static str,

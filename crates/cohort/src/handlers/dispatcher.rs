@@ -1,0 +1,415 @@
+//! The dispatcher: claims due deliveries from the queue, runs the handlers'
+//! `deliver`, and settles each delivery with its claim token.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sqlx::postgres::PgListener;
+use sqlx::{PgConnection, Row};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::HandlerContext;
+use super::queue::QueueSql;
+use super::registry::{Delivered, Registered};
+use crate::cohort::Cohort;
+use crate::error::Error;
+use crate::ledger::{Failure, FailureKind};
+use crate::policy::Strategy;
+use crate::sql::AssertSqlSafe;
+
+/// The channel Cohort notifies when a batch queued handler work; the payload
+/// is the schema of Cohort's tables, so installs in other schemas ignore it.
+pub(crate) const CHANNEL: &str = "cohort_handler_work";
+
+/// How many deliveries one claim takes.
+const CLAIM_BATCH: i64 = 32;
+
+/// The longest backoff between attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// What one [`Dispatcher::run_once`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct DispatchReport {
+    /// Deliveries claimed.
+    pub claimed: u64,
+    /// Deliveries that succeeded.
+    pub succeeded: u64,
+    /// Deliveries that failed and will be retried.
+    pub retried: u64,
+    /// Deliveries dead-lettered (attempts exhausted, undecodable or scrubbed
+    /// payload, unknown handler).
+    pub dead_lettered: u64,
+    /// Outcomes discarded because the claim had been reclaimed meanwhile, or
+    /// that could not be recorded (the delivery stays in flight until its
+    /// claim expires).
+    pub unsettled: u64,
+    /// Expired claims put back in the queue.
+    pub reclaimed: u64,
+    /// Payloads cleared by the retention backstop.
+    pub scrubbed: u64,
+    /// Abandoned runs settled.
+    pub runs_settled: u64,
+}
+
+/// Delivers queued row-handler work. Get one from [`Cohort::dispatcher`];
+/// run as many as you like, on as many replicas as you like: claims skip
+/// each other's rows.
+#[derive(Debug, Clone)]
+pub struct Dispatcher {
+    cohort: Cohort,
+}
+
+/// One claimed delivery.
+struct Claimed {
+    work_id: i64,
+    token: Uuid,
+    attempt: u32,
+    run_id: Uuid,
+    entity_id: Uuid,
+    record_id: String,
+    tenant_id: Uuid,
+    handler_id: String,
+    payload: Option<serde_json::Value>,
+    scrubbed: bool,
+    action: Option<String>,
+}
+
+/// What to record for a delivery.
+struct Outcome {
+    state: &'static str,
+    error: Option<Failure>,
+    retry_after: Duration,
+}
+
+fn strategy(action: Option<&str>) -> Strategy {
+    match action {
+        Some("SoftDelete") => Strategy::SoftDelete,
+        Some("Anonymise") => Strategy::Anonymise,
+        _ => Strategy::Purge,
+    }
+}
+
+/// `min(2^attempt, 1 hour)`, with ±10% jitter so retries of one batch spread.
+fn backoff(attempt: u32) -> Duration {
+    let base = Duration::from_secs(1u64 << attempt.min(12)).min(MAX_BACKOFF);
+    let jitter = 0.9 + 0.2 * (Uuid::new_v4().as_u128() % 1000) as f64 / 1000.0;
+    base.mul_f64(jitter)
+}
+
+fn interval(d: Duration) -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(d).unwrap_or(chrono::TimeDelta::MAX)
+}
+
+impl Dispatcher {
+    pub(crate) fn new(cohort: Cohort) -> Dispatcher {
+        Dispatcher { cohort }
+    }
+
+    fn sql(&self) -> QueueSql {
+        QueueSql::new(&self.cohort.inner.schema)
+    }
+
+    /// The retained types that have handlers.
+    fn entities(&self) -> Vec<Uuid> {
+        let mut ids: Vec<Uuid> = self
+            .cohort
+            .inner
+            .handlers
+            .iter()
+            .map(|h| h.entity_id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// A connection of the dispatcher's own, out of the pool, with
+    /// `search_path` pinned for the session (`pg_catalog` first).
+    async fn connection(&self) -> Result<PgConnection, Error> {
+        let mut conn = self.cohort.inner.pool.acquire().await?.detach();
+        self.cohort.ensure_ready(&mut conn).await?;
+        sqlx::query(
+            "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
+             pg_catalog.current_setting('search_path'), false)",
+        )
+        .execute(&mut conn)
+        .await?;
+        Ok(conn)
+    }
+
+    /// Delivers what is due now and returns: puts back deliveries whose
+    /// claim expired, clears payloads past the payload retention, settles
+    /// abandoned runs (so that work waiting for them can go), then claims
+    /// and delivers due work until none is left or `Options::dispatch_limit`
+    /// deliveries were made.
+    pub async fn run_once(&self) -> Result<DispatchReport, Error> {
+        let mut conn = self.connection().await?;
+        let result = self.drain(&mut conn).await;
+        crate::run::close(conn).await;
+        result
+    }
+
+    async fn drain(&self, conn: &mut PgConnection) -> Result<DispatchReport, Error> {
+        let options = &self.cohort.inner.options;
+        let sql = self.sql();
+        let entities = self.entities();
+        let mut report = DispatchReport {
+            runs_settled: self.cohort.settle_abandoned().await?,
+            ..DispatchReport::default()
+        };
+        if entities.is_empty() {
+            return Ok(report);
+        }
+        let expired = Failure::reason(
+            FailureKind::ClaimExpired,
+            &"a delivery's claim expired; its dispatcher crashed or stalled",
+        );
+        report.reclaimed = count(
+            sqlx::query_scalar(AssertSqlSafe(sql.reclaim()))
+                .bind(&entities)
+                .bind(i32::try_from(options.max_attempts).unwrap_or(i32::MAX))
+                .bind(expired.to_string())
+                .fetch_one(&mut *conn)
+                .await?,
+        );
+        report.scrubbed = sqlx::query(AssertSqlSafe(sql.scrub()))
+            .bind(interval(options.payload_retention))
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+
+        let handlers: HashMap<(Uuid, &str), &Registered> = self
+            .cohort
+            .inner
+            .handlers
+            .iter()
+            .map(|h| ((h.entity_id, h.id.as_str()), h))
+            .collect();
+        while report.claimed < u64::from(options.dispatch_limit) {
+            // The deadline clock starts before the claim: whatever the host
+            // clock says, the handler is stopped before the database's expiry.
+            let claimed_at = Instant::now();
+            let batch = CLAIM_BATCH.min(i64::from(options.dispatch_limit) - report.claimed as i64);
+            let rows = sqlx::query(AssertSqlSafe(sql.claim()))
+                .bind(&entities)
+                .bind(batch)
+                .bind(interval(options.claim_timeout))
+                .fetch_all(&mut *conn)
+                .await?;
+            if rows.is_empty() {
+                break;
+            }
+            report.claimed += rows.len() as u64;
+            let mut unrecorded = false;
+            for row in rows {
+                let claimed = Claimed {
+                    work_id: row.try_get("work_id")?,
+                    token: row.try_get("claim_token")?,
+                    attempt: u32::try_from(row.try_get::<i32, _>("attempts")?).unwrap_or(0),
+                    run_id: row.try_get("run_id")?,
+                    entity_id: row.try_get("retained_entity_id")?,
+                    record_id: row.try_get("record_id")?,
+                    tenant_id: row.try_get("tenant_id")?,
+                    handler_id: row.try_get("handler_id")?,
+                    payload: row.try_get("payload")?,
+                    scrubbed: row.try_get("scrubbed")?,
+                    action: row.try_get("action")?,
+                };
+                let handler = handlers
+                    .get(&(claimed.entity_id, claimed.handler_id.as_str()))
+                    .copied();
+                let outcome = self.deliver(&claimed, handler, claimed_at).await;
+                let state = outcome.state;
+                let settled = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql.settle()))
+                    .bind(claimed.work_id)
+                    .bind(claimed.token)
+                    .bind(outcome.state)
+                    .bind(outcome.error.as_ref().map(|f| f.to_string()))
+                    .bind(interval(outcome.retry_after))
+                    .fetch_one(&mut *conn)
+                    .await;
+                match settled {
+                    Ok(1) => match state {
+                        "Succeeded" => report.succeeded += 1,
+                        "DeadLettered" => report.dead_lettered += 1,
+                        _ => report.retried += 1,
+                    },
+                    Ok(_) => {
+                        report.unsettled += 1;
+                        tracing::warn!(
+                            work_id = claimed.work_id,
+                            "a delivery's claim was reclaimed before it settled; its outcome is discarded"
+                        );
+                    }
+                    Err(e) => {
+                        // Not a handler failure: the delivery stays in flight,
+                        // its attempt spent, until its claim expires; the
+                        // rest of the batch carries on.
+                        report.unsettled += 1;
+                        unrecorded = true;
+                        tracing::warn!(
+                            work_id = claimed.work_id,
+                            error = %e,
+                            "recording a delivery's outcome failed; it is reclaimed once its claim expires"
+                        );
+                    }
+                }
+            }
+            // The database refused an outcome: finish this batch, claim no more.
+            if unrecorded {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs one delivery and decides what to record.
+    async fn deliver(
+        &self,
+        claimed: &Claimed,
+        handler: Option<&Registered>,
+        claimed_at: Instant,
+    ) -> Outcome {
+        let options = &self.cohort.inner.options;
+        let dead = |failure: Failure| Outcome {
+            state: "DeadLettered",
+            error: Some(failure),
+            retry_after: Duration::ZERO,
+        };
+        let Some(handler) = handler else {
+            return dead(Failure::reason(
+                FailureKind::UnknownHandler,
+                &format_args!(
+                    "no handler {:?} is registered for type {}",
+                    claimed.handler_id, claimed.entity_id
+                ),
+            ));
+        };
+        if claimed.scrubbed {
+            return dead(Failure::reason(
+                FailureKind::PayloadScrubbed,
+                &"the payload was scrubbed after the payload retention",
+            ));
+        }
+        let Some(payload) = claimed.payload.clone() else {
+            return dead(Failure::reason(
+                FailureKind::PayloadUndecodable,
+                &"the row detail holds no payload for this handler",
+            ));
+        };
+        let cancellation = CancellationToken::new();
+        let ctx = HandlerContext {
+            entity_id: claimed.entity_id,
+            record_id: claimed.record_id.clone(),
+            tenant_id: claimed.tenant_id,
+            run_id: claimed.run_id,
+            strategy: strategy(claimed.action.as_deref()),
+            attempt: claimed.attempt,
+            cancellation: cancellation.clone(),
+        };
+        let deadline = claimed_at + options.claim_timeout.mul_f64(0.9);
+        let delivered = tokio::select! {
+            biased;
+            delivered = handler.handler.deliver(&ctx, payload) => Some(delivered),
+            () = tokio::time::sleep_until(deadline.into()) => None,
+        };
+        // A handler that blocked its thread past the deadline returns late:
+        // its attempt failed all the same.
+        let delivered = match delivered {
+            Some(d) if Instant::now() < deadline => d,
+            _ => {
+                cancellation.cancel();
+                Delivered::Failed(Failure::reason(
+                    FailureKind::HandlerTimeout,
+                    &format_args!(
+                        "handler {:?} ran past nine tenths of the claim timeout",
+                        claimed.handler_id
+                    ),
+                ))
+            }
+        };
+        match delivered {
+            Delivered::Done => Outcome {
+                state: "Succeeded",
+                error: None,
+                retry_after: Duration::ZERO,
+            },
+            Delivered::Undecodable(f) => dead(f),
+            Delivered::Failed(f) if claimed.attempt >= options.max_attempts => dead(f),
+            Delivered::Failed(f) => Outcome {
+                state: "Pending",
+                error: Some(f),
+                retry_after: backoff(claimed.attempt),
+            },
+        }
+    }
+
+    /// Delivers until `shutdown` fires: [`Dispatcher::run_once`], then waits
+    /// for a notification that a batch queued work (`LISTEN`), or
+    /// `Options::poll_interval`, whichever comes first. A failed round is
+    /// logged and retried after the poll interval. Returns once `shutdown`
+    /// fires (a delivery under way finishes first).
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), Error> {
+        let options = &self.cohort.inner.options;
+        let schema = self.cohort.inner.schema.as_str().to_owned();
+        // LISTEN is a wake-up only: a connection pooler can break it, and
+        // the poll path keeps working without it.
+        let mut listener = match PgListener::connect_with(&self.cohort.inner.pool).await {
+            Ok(mut l) => match l.listen(CHANNEL).await {
+                Ok(()) => Some(l),
+                Err(e) => {
+                    tracing::warn!(error = %e, "LISTEN failed; the dispatcher polls");
+                    None
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "LISTEN failed; the dispatcher polls");
+                None
+            }
+        };
+        while !shutdown.is_cancelled() {
+            match self.run_once().await {
+                Ok(report) if report.claimed > 0 => {
+                    tracing::debug!(?report, "dispatched");
+                    // More may be due at once.
+                    if report.claimed >= u64::from(options.dispatch_limit) {
+                        continue;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "a dispatch round failed; retrying after the poll interval")
+                }
+            }
+            let wait = tokio::time::sleep(options.poll_interval);
+            tokio::pin!(wait);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = &mut wait => break,
+                    note = async {
+                        match listener.as_mut() {
+                            Some(l) => l.recv().await.map(Some),
+                            None => std::future::pending().await,
+                        }
+                    } => match note {
+                        Ok(Some(n)) if n.payload() == schema => break,
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the notification connection failed; the dispatcher polls");
+                            listener = None;
+                        }
+                    },
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
