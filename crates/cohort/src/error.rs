@@ -79,6 +79,11 @@ pub enum Error {
     #[error(transparent)]
     Hold(#[from] crate::holds::HoldError),
 
+    /// An evidence call (verify, export, report, certificate) refused or
+    /// failed to write.
+    #[error("{0}")]
+    Evidence(#[from] crate::evidence::EvidenceError),
+
     /// The host-deletion service owns its transaction, but the connection it
     /// was given is already inside one. Call it on a connection with no
     /// transaction open.

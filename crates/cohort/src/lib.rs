@@ -7,6 +7,7 @@ mod catalog;
 mod cohort;
 mod config;
 mod error;
+pub mod evidence;
 pub mod handlers;
 pub mod holds;
 pub mod ledger;

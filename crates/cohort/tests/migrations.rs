@@ -90,7 +90,8 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
             vec![
                 id(1, "cohort_tables"),
                 id(2, "cohort_entity_fence"),
-                id(3, "cohort_row_handlers")
+                id(3, "cohort_row_handlers"),
+                id(4, "cohort_evidence_chain")
             ]
         );
 
@@ -108,7 +109,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2, 3], "schema {name:?}");
+        assert_eq!(applied, vec![1, 2, 3, 4], "schema {name:?}");
     }
 }
 
@@ -119,7 +120,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 4);
+    assert_eq!(written.len(), 6);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -180,12 +181,18 @@ async fn insert_ledger_and_holds(db: &TestDb, s: &str, entity: Uuid) {
     .await;
 }
 
+/// The columns migration 4 (the evidence chain) adds: upgrades fill them
+/// (they seal the rows already there), so "the data survived" compares the
+/// rest.
+const EVIDENCE_COLUMNS: &str = "{chain_seq,chain_prev,chain_hash,chain_payload,chain_summaries,chain_summaries_head,\
+     chain_details,chain_details_head,legal_minimum_count,removal_seq,removal_prev,removal_hash,chain_bridges}";
+
 /// Every row of Cohort's tables in `s`, as text, in a stable order.
 async fn contents(db: &TestDb, s: &str) -> Vec<String> {
     let mut rows = Vec::new();
     for table in cohort::schema::TABLES {
         let table_rows: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT t::text FROM {s}.{table} t ORDER BY 1"
+            "SELECT (to_jsonb(t) - '{EVIDENCE_COLUMNS}'::text[])::text FROM {s}.{table} t ORDER BY 1"
         )))
         .fetch_all(db.pool())
         .await
@@ -208,23 +215,27 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 3);
-    let missing = vec![id(2, "cohort_entity_fence"), id(3, "cohort_row_handlers")];
+    assert_eq!(at_1.required_version, 4);
+    let missing = vec![
+        id(2, "cohort_entity_fence"),
+        id(3, "cohort_row_handlers"),
+        id(4, "cohort_evidence_chain"),
+    ];
     assert_eq!(at_1.missing_migrations, missing);
     // The missing migrations are the one problem: what they add is not listed again.
     assert_eq!(
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 3,
+            required: 4,
             missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 3: apply migration(s) \
-             2 (cohort_entity_fence), 3 (cohort_row_handlers)"
+            "Cohort's schema is at version 1, this library needs 4: apply migration(s) \
+             2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain)"
         ),
         "{at_1}"
     );
@@ -433,16 +444,34 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     // elements are there).
     let report = readiness(&db, &legacy).await;
     assert_eq!(report.installed_version, None);
+    // What migration 4 (the evidence chain) adds is judged and reported too;
+    // tests/evidence_chain.rs checks those problems.
+    let evidence = |p: &ReadinessProblem| match p {
+        ReadinessProblem::MissingColumn { column, .. } => {
+            column.starts_with("chain_")
+                || column.starts_with("removal_")
+                || *column == "legal_minimum_count"
+        }
+        ReadinessProblem::MissingUniqueIndex { columns, .. } => {
+            columns.iter().any(|c| c.ends_with("_seq"))
+        }
+        ReadinessProblem::MissingFunction { function } => function.contains("evidence"),
+        ReadinessProblem::MissingTrigger { trigger, .. } => trigger.contains("evidence"),
+        _ => false,
+    };
+    let mut problems = report.problems.clone();
+    problems.retain(|p| !evidence(p));
     assert_eq!(
-        report.problems,
+        problems,
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 3,
+                required: 4,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
-                    id(3, "cohort_row_handlers")
+                    id(3, "cohort_row_handlers"),
+                    id(4, "cohort_evidence_chain")
                 ],
             },
             ReadinessProblem::WrongNullability {
@@ -462,8 +491,9 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 3): \
-                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers)"
+            "no Cohort schema version is recorded on sweep_run (this library needs 4): \
+                 apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
+                 4 (cohort_evidence_chain)"
         ),
         "{report}"
     );
@@ -503,7 +533,11 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
     assert_eq!(report.installed_version, Some(1), "{report}");
     assert_eq!(
         report.missing_migrations,
-        vec![id(2, "cohort_entity_fence"), id(3, "cohort_row_handlers")]
+        vec![
+            id(2, "cohort_entity_fence"),
+            id(3, "cohort_row_handlers"),
+            id(4, "cohort_evidence_chain")
+        ]
     );
     let triggers: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
@@ -539,7 +573,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 4] = [
+    let expected: [(i64, MigrationType, &str); 6] = [
         (
             1,
             MigrationType::Simple,
@@ -560,6 +594,16 @@ fn published_migrations_never_change() {
             MigrationType::Simple,
             "6f63eb781de7ee863ec2d4014e85c8f24f65c306b7cc9a784f100e9e6a032915a0533068c3f2e1e647c387d5952ef691",
         ),
+        (
+            4,
+            MigrationType::ReversibleUp,
+            "bca9d6841b9e99de208bcd53c8018e085698f74206b7b30bdd0767377229e97085f585288313c9f796a3638bb90e4875",
+        ),
+        (
+            4,
+            MigrationType::ReversibleDown,
+            "35f11accf0532f393aae997965cc3ef8bd07a6f87b6e7a7eb9d60f9a4064c617cfdc8a0abaab963a3ba1bfbfa89ee0a1",
+        ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
         .iter()
@@ -579,17 +623,17 @@ fn published_migrations_never_change() {
 #[tokio::test]
 async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is_no_version() {
     let (db, schema) = db_with_cohort("public").await;
-    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 4'")
+    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 5'")
         .await;
     let report = readiness(&db, &schema).await;
     assert!(report.is_ready(), "{report}");
-    assert_eq!(report.installed_version, Some(4));
+    assert_eq!(report.installed_version, Some(5));
     assert!(report.missing_migrations.is_empty());
     assert_eq!(
         report.warnings,
         vec![ReadinessWarning::NewerSchemaVersion {
-            installed: 4,
-            supported: 3
+            installed: 5,
+            supported: 4
         }]
     );
 
@@ -598,9 +642,9 @@ async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is
     let report = readiness(&db, &schema).await;
     assert!(!report.is_ready());
     assert_eq!(report.installed_version, None);
-    assert_eq!(report.missing_migrations.len(), 3);
+    assert_eq!(report.missing_migrations.len(), 4);
     // Re-applying the latest migration puts the marker back.
-    db.exec(&migrations(&schema)[2].up).await;
+    db.exec(&migrations(&schema)[3].up).await;
     assert_ready(&readiness(&db, &schema).await);
 }
 

@@ -14,8 +14,27 @@ use super::spec::{
 use crate::sql::Ident;
 
 /// The dollar-quote tag around function bodies (the bodies are fixed text
-/// that never contains it; a unit test checks).
+/// that never contains it; a unit test checks). Bodies that name the
+/// install's schema (migration 3 on) could contain it through the name:
+/// [`body_tag`] then picks another.
 const BODY_TAG: &str = "$cohort$";
+
+/// A dollar-quote tag that `body` does not contain: [`BODY_TAG`] when it
+/// can (so migrations 1 and 2 keep their frozen text), else `$cohort1$`, ...
+pub(super) fn body_tag(body: &str, base: &str) -> String {
+    let first = if base == "cohort" {
+        BODY_TAG.to_owned()
+    } else {
+        format!("${base}$")
+    };
+    if !body.contains(&first) {
+        return first;
+    }
+    (1u64..)
+        .map(|i| format!("${base}{i}$"))
+        .find(|tag| !body.contains(tag))
+        .unwrap_or(first)
+}
 
 /// The comment on `sweep_run` that records the installed schema version.
 pub(super) fn version_marker(version: i64) -> String {
@@ -55,7 +74,7 @@ fn marker_statement(schema: &SchemaName, version: i64) -> String {
 
 fn create_table(out: &mut String, schema: &SchemaName, t: &TableSpec) {
     let mut lines: Vec<String> = Vec::new();
-    for c in t.columns {
+    for c in t.columns.iter().filter(|c| c.since == 0) {
         let nullability = if c.identity {
             "GENERATED ALWAYS AS IDENTITY"
         } else if c.not_null {
@@ -79,7 +98,7 @@ fn create_table(out: &mut String, schema: &SchemaName, t: &TableSpec) {
             column_list(fk.referenced_columns)
         ));
     }
-    for u in t.unique {
+    for u in t.unique.iter().filter(|u| u.since == 0) {
         lines.push(format!(
             "CONSTRAINT {} UNIQUE ({})",
             q(u.name),
@@ -107,18 +126,53 @@ fn create_table(out: &mut String, schema: &SchemaName, t: &TableSpec) {
     out.push('\n');
 }
 
+/// The columns and unique indexes migration `version` adds to an existing
+/// table.
+fn add_to_table(out: &mut String, schema: &SchemaName, t: &TableSpec, version: i64) {
+    let mut any = false;
+    for c in t.columns.iter().filter(|c| c.since == version) {
+        let nullability = match (c.not_null, c.default) {
+            (true, Some(default)) => format!("NOT NULL DEFAULT {default}"),
+            (true, None) => "NOT NULL".to_owned(),
+            (false, _) => "NULL".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {} {nullability};",
+            schema.table(t.name),
+            q(c.name),
+            c.ty.ddl()
+        );
+        any = true;
+    }
+    for u in t.unique.iter().filter(|u| u.since == version) {
+        let _ = writeln!(
+            out,
+            "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} ({});",
+            q(u.name),
+            schema.table(t.name),
+            column_list(u.columns)
+        );
+        any = true;
+    }
+    if any {
+        out.push('\n');
+    }
+}
+
 fn function_name(schema: &SchemaName, f: &FunctionSpec) -> String {
     format!("{}.{}", schema.ident(), q(f.name))
 }
 
 fn create_trigger(out: &mut String, schema: &SchemaName, t: &TableSpec, trigger: &TriggerSpec) {
     let f = trigger.function;
+    let body = (f.body)(schema);
+    let tag = body_tag(&body, "cohort");
     let _ = writeln!(
         out,
         "CREATE OR REPLACE FUNCTION {}() RETURNS pg_catalog.trigger\n    \
-         LANGUAGE plpgsql\n    SET search_path = {FUNCTION_SEARCH_PATH}\n    AS {BODY_TAG}{}{BODY_TAG};\n",
+         LANGUAGE plpgsql\n    SET search_path = {FUNCTION_SEARCH_PATH}\n    AS {tag}{body}{tag};\n",
         function_name(schema, f),
-        (f.body)()
     );
     let _ = writeln!(
         out,
@@ -158,6 +212,14 @@ pub(super) fn up_sql(schema: &SchemaName, info: &MigrationInfo) -> String {
     }
     for t in TABLES.iter().filter(|t| t.since == info.version) {
         create_table(&mut out, schema, t);
+    }
+    for t in TABLES.iter().filter(|t| t.since < info.version) {
+        add_to_table(&mut out, schema, t, info.version);
+    }
+    if let Some(step) = info.data_step {
+        let body = step(schema);
+        let tag = body_tag(&body, "cohort_seal");
+        let _ = writeln!(out, "DO {tag}{body}{tag};\n");
     }
     for t in &TABLES {
         for trigger in t.triggers.iter().filter(|g| g.since == info.version) {
@@ -248,10 +310,20 @@ mod tests {
     #[test]
     fn bodies_never_contain_their_dollar_quote_tag() {
         for t in &TABLES {
-            for trigger in t.triggers {
-                assert!(!(trigger.function.body)().contains(BODY_TAG));
+            for trigger in t.triggers.iter().filter(|g| g.since <= 2) {
+                let body = (trigger.function.body)(&SchemaName::public());
+                assert!(!body.contains(BODY_TAG));
             }
         }
+    }
+
+    #[test]
+    fn a_schema_name_holding_the_tag_gets_another_tag() {
+        let schema = SchemaName::new("a$cohort$b").expect("valid");
+        let sql = up_sql(&schema, &MIGRATIONS[3]);
+        assert!(sql.contains("AS $cohort1$"), "{sql}");
+        assert_eq!(body_tag("x $cohort$ $cohort1$", "cohort"), "$cohort2$");
+        assert_eq!(body_tag("plain", "cohort"), "$cohort$");
     }
 
     #[test]

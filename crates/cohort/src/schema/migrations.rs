@@ -28,31 +28,43 @@ pub(super) struct MigrationInfo {
     pub(super) version: i64,
     pub(super) name: &'static str,
     pub(super) summary: &'static str,
+    /// SQL run after the migration's tables and columns exist and before its
+    /// triggers are created (migration 3 seals the rows already there).
+    pub(super) data_step: Option<fn(&SchemaName) -> String>,
 }
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 3] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 4] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
         summary: "Cohort's five tables, their keys, checks and indexes",
+        data_step: None,
     },
     MigrationInfo {
         version: 2,
         name: "cohort_entity_fence",
         summary: "the entity fence trigger on retention_holds",
+        data_step: None,
     },
     MigrationInfo {
         version: 3,
         name: "cohort_row_handlers",
         summary: "the row-handler queue: dead letters without a row detail, one delivery per row at a time",
+        data_step: None,
+    },
+    MigrationInfo {
+        version: 4,
+        name: "cohort_evidence_chain",
+        summary: "the evidence hash chain on the ledger and the holds, existing rows sealed",
+        data_step: Some(super::evidence::seal_existing),
     },
 ];
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -101,7 +113,10 @@ impl Migration {
 /// Migration 1 (`cohort_tables`) creates the schema if missing and the five
 /// tables; migration 2 (`cohort_entity_fence`) adds the trigger on
 /// `retention_holds` that takes the entity fence for holds written with
-/// plain SQL. The last one's version is [`SCHEMA_VERSION`].
+/// plain SQL; migration 3 (`cohort_row_handlers`) adjusts the row-handler
+/// queue; migration 4 (`cohort_evidence_chain`) adds the evidence hash chain
+/// (see [`crate::evidence`]) and seals the rows already there. The last
+/// one's version is [`SCHEMA_VERSION`].
 ///
 /// ```
 /// let schema = cohort::schema::SchemaName::new("retention")?;
@@ -198,7 +213,7 @@ impl Layout {
 /// // Once per Cohort upgrade (a build step or a one-off), then commit the files.
 /// let schema = SchemaName::new("retention")?;
 /// let written = write_migration_files("migrations/cohort", &schema, Layout::Sqlx)?;
-/// assert_eq!(written.len(), 3);
+/// assert_eq!(written.len(), 6);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -270,7 +285,8 @@ mod tests {
         let joined = ddl(&schema);
         let first = joined.find(&all[0].up).expect("first");
         let second = joined.find(&all[1].up).expect("second");
-        assert!(first < second);
+        let fourth = joined.find(&all[3].up).expect("fourth");
+        assert!(first < second && second < fourth);
         assert_eq!(all[0].down, None);
         assert!(all[1].down.is_some());
     }
@@ -289,7 +305,9 @@ mod tests {
                 "0001_cohort_tables.sql",
                 "0002_cohort_entity_fence.up.sql",
                 "0002_cohort_entity_fence.down.sql",
-                "0003_cohort_row_handlers.sql"
+                "0003_cohort_row_handlers.sql",
+                "0004_cohort_evidence_chain.up.sql",
+                "0004_cohort_evidence_chain.down.sql"
             ]
         );
         assert_eq!(
@@ -297,7 +315,8 @@ mod tests {
             [
                 "V1__cohort_tables.sql",
                 "V2__cohort_entity_fence.sql",
-                "V3__cohort_row_handlers.sql"
+                "V3__cohort_row_handlers.sql",
+                "V4__cohort_evidence_chain.sql"
             ]
         );
     }
@@ -311,7 +330,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 4);
+        assert_eq!(first.len(), 6);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

@@ -8,6 +8,7 @@
 #![doc = include_str!("../../../../docs/schema.md")]
 
 mod ddl;
+pub(crate) mod evidence;
 pub(crate) mod fence;
 mod migrations;
 mod readiness;

@@ -393,6 +393,7 @@ struct TriggerInfo {
 const TRIGGER_TYPE_ROW: i16 = 1;
 const TRIGGER_TYPE_BEFORE: i16 = 1 << 1;
 const TRIGGER_TYPE_INSERT: i16 = 1 << 2;
+const TRIGGER_TYPE_DELETE: i16 = 1 << 3;
 const TRIGGER_TYPE_UPDATE: i16 = 1 << 4;
 
 /// What Cohort read from the catalog.
@@ -699,7 +700,7 @@ fn judge_table(
             .push(ReadinessProblem::MissingTable { table: t });
         return;
     }
-    for c in spec.columns {
+    for c in spec.columns.iter().filter(|c| c.since <= judged_through) {
         match catalog.columns.get(&(t.to_owned(), c.name.to_owned())) {
             None => report.problems.push(ReadinessProblem::MissingColumn {
                 table: t,
@@ -732,7 +733,7 @@ fn judge_table(
             columns: spec.primary_key.columns,
         });
     }
-    for key in spec.unique {
+    for key in spec.unique.iter().filter(|k| k.since <= judged_through) {
         let usable: Vec<&IndexInfo> = on_table()
             .filter(|i| i.unique && !i.partial_or_expression && same_set(&i.columns, key.columns))
             .collect();
@@ -782,14 +783,19 @@ fn judge_table(
     }
 }
 
-fn judge_function(f: &'static FunctionSpec, catalog: &Catalog, report: &mut ReadinessReport) {
+fn judge_function(
+    f: &'static FunctionSpec,
+    schema: &SchemaName,
+    catalog: &Catalog,
+    report: &mut ReadinessReport,
+) {
     let problem = match catalog.functions.get(f.name) {
         None => ReadinessProblem::MissingFunction { function: f.name },
         Some(found) => {
             let config = format!("search_path={FUNCTION_SEARCH_PATH}");
             let ours = found.language == "plpgsql"
                 && found.returns_trigger
-                && found.body == (f.body)()
+                && found.body == (f.body)(schema)
                 && found.config.as_deref() == Some(std::slice::from_ref(&config));
             if ours {
                 return;
@@ -809,16 +815,21 @@ fn judge_trigger(
     catalog: &Catalog,
     report: &mut ReadinessReport,
 ) {
-    judge_function(spec.function, catalog, report);
-    let expected_kind =
-        spec.events
-            .iter()
-            .fold(TRIGGER_TYPE_ROW | TRIGGER_TYPE_BEFORE, |kind, event| {
-                kind | match event {
-                    super::spec::TriggerEvent::Insert => TRIGGER_TYPE_INSERT,
-                    super::spec::TriggerEvent::Update => TRIGGER_TYPE_UPDATE,
-                }
-            });
+    judge_function(spec.function, schema, catalog, report);
+    let timing = match spec.timing {
+        super::spec::TriggerTiming::Before => TRIGGER_TYPE_BEFORE,
+        super::spec::TriggerTiming::After => 0,
+    };
+    let expected_kind = spec
+        .events
+        .iter()
+        .fold(TRIGGER_TYPE_ROW | timing, |kind, event| {
+            kind | match event {
+                super::spec::TriggerEvent::Insert => TRIGGER_TYPE_INSERT,
+                super::spec::TriggerEvent::Update => TRIGGER_TYPE_UPDATE,
+                super::spec::TriggerEvent::Delete => TRIGGER_TYPE_DELETE,
+            }
+        });
     // Any trigger on the table that calls Cohort's function counts, whatever
     // its name; the one named as Cohort names it is judged first.
     let mut calling: Vec<&TriggerInfo> = catalog

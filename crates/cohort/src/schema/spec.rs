@@ -15,6 +15,7 @@
 //! it a version of its own and teach [`super::ddl`] to render the
 //! `ALTER TABLE`.
 
+use super::evidence;
 use super::fence::fence_trigger_body;
 
 /// The type of a column, as written in DDL and as the catalog prints it.
@@ -27,6 +28,8 @@ pub(super) enum ColumnType {
     Integer,
     Boolean,
     Jsonb,
+    /// Hashes of the evidence chain (migration 4).
+    Bytea,
 }
 
 impl ColumnType {
@@ -40,6 +43,7 @@ impl ColumnType {
             ColumnType::Integer => "integer",
             ColumnType::Boolean => "boolean",
             ColumnType::Jsonb => "jsonb",
+            ColumnType::Bytea => "bytea",
         }
     }
 
@@ -60,6 +64,11 @@ pub(super) struct ColumnSpec {
     pub(super) not_null: bool,
     /// `GENERATED ALWAYS AS IDENTITY` (and so NOT NULL).
     pub(super) identity: bool,
+    /// The migration that adds the column to an existing table (`ALTER
+    /// TABLE ... ADD COLUMN`); 0 for columns created with their table.
+    pub(super) since: i64,
+    /// The column's DEFAULT expression, for columns added later NOT NULL.
+    pub(super) default: Option<&'static str>,
 }
 
 /// A primary key or unique constraint: its name and key columns.
@@ -67,6 +76,9 @@ pub(super) struct ColumnSpec {
 pub(super) struct KeySpec {
     pub(super) name: &'static str,
     pub(super) columns: &'static [&'static str],
+    /// The migration that adds it to an existing table as a unique index
+    /// (`CREATE UNIQUE INDEX`); 0 for keys created with their table.
+    pub(super) since: i64,
 }
 
 /// A named CHECK constraint. Readiness requires it by name.
@@ -99,6 +111,7 @@ pub(super) struct IndexSpec {
 pub(super) enum TriggerEvent {
     Insert,
     Update,
+    Delete,
 }
 
 impl TriggerEvent {
@@ -106,6 +119,7 @@ impl TriggerEvent {
         match self {
             TriggerEvent::Insert => "INSERT",
             TriggerEvent::Update => "UPDATE",
+            TriggerEvent::Delete => "DELETE",
         }
     }
 }
@@ -115,19 +129,28 @@ impl TriggerEvent {
 #[derive(Debug)]
 pub(super) struct FunctionSpec {
     pub(super) name: &'static str,
-    /// The body (what `pg_proc.prosrc` holds); readiness compares it exactly.
-    pub(super) body: fn() -> String,
+    /// The body (what `pg_proc.prosrc` holds) in an install's schema;
+    /// readiness compares it exactly.
+    pub(super) body: fn(&super::SchemaName) -> String,
+}
+
+/// When a trigger fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TriggerTiming {
+    Before,
+    After,
 }
 
 /// The `search_path` every Cohort function is created with (`SET search_path
 /// = pg_catalog`; `pg_proc.proconfig` then holds `search_path=pg_catalog`).
 pub(super) const FUNCTION_SEARCH_PATH: &str = "pg_catalog";
 
-/// A `BEFORE ... FOR EACH ROW` trigger, on every column, without a `WHEN`
-/// condition (the only kind Cohort uses).
+/// A `BEFORE` or `AFTER ... FOR EACH ROW` trigger, on every column, without
+/// a `WHEN` condition (the only kind Cohort uses).
 #[derive(Debug)]
 pub(super) struct TriggerSpec {
     pub(super) name: &'static str,
+    pub(super) timing: TriggerTiming,
     pub(super) events: &'static [TriggerEvent],
     pub(super) function: &'static FunctionSpec,
     /// The migration that adds it.
@@ -138,7 +161,11 @@ impl TriggerSpec {
     /// `BEFORE INSERT OR UPDATE`, as DDL writes it and problems describe it.
     pub(super) fn timing_and_events(&self) -> String {
         let events: Vec<&str> = self.events.iter().map(|e| e.keyword()).collect();
-        format!("BEFORE {}", events.join(" OR "))
+        let timing = match self.timing {
+            TriggerTiming::Before => "BEFORE",
+            TriggerTiming::After => "AFTER",
+        };
+        format!("{timing} {}", events.join(" OR "))
     }
 }
 
@@ -165,6 +192,38 @@ const fn col(name: &'static str, ty: ColumnType, not_null: bool) -> ColumnSpec {
         ty,
         not_null,
         identity: false,
+        since: 0,
+        default: None,
+    }
+}
+
+/// A nullable column added to an existing table by migration `since`.
+const fn added(name: &'static str, ty: ColumnType, since: i64) -> ColumnSpec {
+    ColumnSpec {
+        name,
+        ty,
+        not_null: false,
+        identity: false,
+        since,
+        default: None,
+    }
+}
+
+/// A NOT NULL column with a default, added to an existing table by
+/// migration `since`.
+const fn added_not_null(
+    name: &'static str,
+    ty: ColumnType,
+    since: i64,
+    default: &'static str,
+) -> ColumnSpec {
+    ColumnSpec {
+        name,
+        ty,
+        not_null: true,
+        identity: false,
+        since,
+        default: Some(default),
     }
 }
 
@@ -174,11 +233,26 @@ const fn identity(name: &'static str) -> ColumnSpec {
         ty: ColumnType::Bigint,
         not_null: true,
         identity: true,
+        since: 0,
+        default: None,
     }
 }
 
 const fn key(name: &'static str, columns: &'static [&'static str]) -> KeySpec {
-    KeySpec { name, columns }
+    KeySpec {
+        name,
+        columns,
+        since: 0,
+    }
+}
+
+/// A unique index added to an existing table by migration `since`.
+const fn unique_since(name: &'static str, columns: &'static [&'static str], since: i64) -> KeySpec {
+    KeySpec {
+        name,
+        columns,
+        since,
+    }
 }
 
 const fn check(name: &'static str, expression: &'static str) -> CheckSpec {
@@ -198,13 +272,34 @@ const fn fk_to_run(name: &'static str) -> ForeignKeySpec {
     }
 }
 
-use ColumnType::{Bigint, Boolean, Integer, Jsonb, Text, Timestamptz, Uuid};
+use ColumnType::{Bigint, Boolean, Bytea, Integer, Jsonb, Text, Timestamptz, Uuid};
 
 /// The entity fence's trigger function (contract H11; see [`super::fence`]).
 pub(super) const FENCE_FUNCTION: FunctionSpec = FunctionSpec {
     name: "retention_holds_entity_fence",
-    body: fence_trigger_body,
+    body: |_| fence_trigger_body(),
 };
+
+/// The evidence chain's trigger functions (contract EV1; see [`super::evidence`]).
+pub(super) const RUN_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "sweep_run_evidence_chain",
+    body: evidence::run_trigger_body,
+};
+pub(super) const DETAIL_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "sweep_run_row_detail_evidence_chain",
+    body: evidence::detail_trigger_body,
+};
+pub(super) const HOLD_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "retention_holds_evidence_chain",
+    body: evidence::hold_trigger_body,
+};
+pub(super) const HOLD_DELETE_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "retention_holds_evidence_delete",
+    body: evidence::hold_delete_trigger_body,
+};
+
+/// The migration that adds the evidence chain.
+pub(super) const EVIDENCE: i64 = 4;
 
 /// Cohort's tables, in creation order (foreign keys point backwards).
 pub(super) const TABLES: [TableSpec; 5] = [
@@ -222,9 +317,20 @@ pub(super) const TABLES: [TableSpec; 5] = [
             col("started_at", Timestamptz, true),
             col("settled_at", Timestamptz, false),
             col("error", Text, false),
+            added("chain_seq", Bigint, EVIDENCE),
+            added("chain_prev", Bytea, EVIDENCE),
+            added("chain_hash", Bytea, EVIDENCE),
+            added("chain_summaries", Bigint, EVIDENCE),
+            added("chain_summaries_head", Bytea, EVIDENCE),
+            added("chain_details", Bigint, EVIDENCE),
+            added("chain_details_head", Bytea, EVIDENCE),
         ],
         primary_key: key("sweep_run_pkey", &["run_id"]),
-        unique: &[],
+        unique: &[unique_since(
+            "sweep_run_chain_key",
+            &["chain_seq"],
+            EVIDENCE,
+        )],
         foreign_keys: &[],
         checks: &[
             check(
@@ -248,7 +354,13 @@ pub(super) const TABLES: [TableSpec; 5] = [
             "sweep_run_status_started_idx",
             &["status", "started_at"],
         )],
-        triggers: &[],
+        triggers: &[TriggerSpec {
+            name: "sweep_run_evidence_chain",
+            timing: TriggerTiming::Before,
+            events: &[TriggerEvent::Insert, TriggerEvent::Update],
+            function: &RUN_CHAIN_FUNCTION,
+            since: EVIDENCE,
+        }],
     },
     TableSpec {
         name: "sweep_run_entity_summary",
@@ -272,18 +384,29 @@ pub(super) const TABLES: [TableSpec; 5] = [
             col("rule_reason", Text, false),
             col("error", Text, false),
             col("updated_at", Timestamptz, true),
+            added_not_null("legal_minimum_count", Bigint, EVIDENCE, "0"),
+            added("chain_seq", Bigint, EVIDENCE),
+            added("chain_prev", Bytea, EVIDENCE),
+            added("chain_hash", Bytea, EVIDENCE),
         ],
         primary_key: key("sweep_run_entity_summary_pkey", &["summary_id"]),
-        unique: &[key(
-            "sweep_run_entity_summary_key",
-            &[
-                "run_id",
-                "retained_entity_id",
-                "category",
-                "tenant_id",
-                "strategy",
-            ],
-        )],
+        unique: &[
+            key(
+                "sweep_run_entity_summary_key",
+                &[
+                    "run_id",
+                    "retained_entity_id",
+                    "category",
+                    "tenant_id",
+                    "strategy",
+                ],
+            ),
+            unique_since(
+                "sweep_run_entity_summary_chain_key",
+                &["run_id", "chain_seq"],
+                EVIDENCE,
+            ),
+        ],
         foreign_keys: &[fk_to_run("sweep_run_entity_summary_run_fkey")],
         checks: &[
             check(
@@ -315,19 +438,36 @@ pub(super) const TABLES: [TableSpec; 5] = [
             col("action", Text, true),
             col("captured_payload", Jsonb, false),
             col("created_at", Timestamptz, true),
+            added("chain_payload", Bytea, EVIDENCE),
+            added("chain_seq", Bigint, EVIDENCE),
+            added("chain_prev", Bytea, EVIDENCE),
+            added("chain_hash", Bytea, EVIDENCE),
         ],
         primary_key: key("sweep_run_row_detail_pkey", &["detail_id"]),
-        unique: &[key(
-            "sweep_run_row_detail_key",
-            &["run_id", "retained_entity_id", "record_id"],
-        )],
+        unique: &[
+            key(
+                "sweep_run_row_detail_key",
+                &["run_id", "retained_entity_id", "record_id"],
+            ),
+            unique_since(
+                "sweep_run_row_detail_chain_key",
+                &["run_id", "chain_seq"],
+                EVIDENCE,
+            ),
+        ],
         foreign_keys: &[fk_to_run("sweep_run_row_detail_run_fkey")],
         checks: &[check(
             "sweep_run_row_detail_action_check",
             r#""action" IN ('Purge', 'SoftDelete', 'Anonymise')"#,
         )],
         indexes: &[index("sweep_run_row_detail_created_idx", &["created_at"])],
-        triggers: &[],
+        triggers: &[TriggerSpec {
+            name: "sweep_run_row_detail_evidence_chain",
+            timing: TriggerTiming::Before,
+            events: &[TriggerEvent::Insert],
+            function: &DETAIL_CHAIN_FUNCTION,
+            since: EVIDENCE,
+        }],
     },
     TableSpec {
         name: "sweep_row_handler_status",
@@ -394,9 +534,27 @@ pub(super) const TABLES: [TableSpec; 5] = [
             col("created_at", Timestamptz, true),
             col("expires_at", Timestamptz, false),
             col("removed_at", Timestamptz, false),
+            added("chain_seq", Bigint, EVIDENCE),
+            added("chain_prev", Bytea, EVIDENCE),
+            added("chain_hash", Bytea, EVIDENCE),
+            added("removal_seq", Bigint, EVIDENCE),
+            added("removal_prev", Bytea, EVIDENCE),
+            added("removal_hash", Bytea, EVIDENCE),
+            added_not_null("chain_bridges", Jsonb, EVIDENCE, "'[]'::jsonb"),
         ],
         primary_key: key("retention_holds_pkey", &["hold_id"]),
-        unique: &[],
+        unique: &[
+            unique_since(
+                "retention_holds_chain_key",
+                &["retained_entity_id", "chain_seq"],
+                EVIDENCE,
+            ),
+            unique_since(
+                "retention_holds_removal_chain_key",
+                &["retained_entity_id", "removal_seq"],
+                EVIDENCE,
+            ),
+        ],
         foreign_keys: &[],
         checks: &[
             check("retention_holds_record_id_check", r#""record_id" <> ''"#),
@@ -409,12 +567,31 @@ pub(super) const TABLES: [TableSpec; 5] = [
             "retention_holds_record_idx",
             &["retained_entity_id", "record_id"],
         )],
-        triggers: &[TriggerSpec {
-            name: "retention_holds_entity_fence",
-            events: &[TriggerEvent::Insert, TriggerEvent::Update],
-            function: &FENCE_FUNCTION,
-            since: 2,
-        }],
+        triggers: &[
+            TriggerSpec {
+                name: "retention_holds_entity_fence",
+                timing: TriggerTiming::Before,
+                events: &[TriggerEvent::Insert, TriggerEvent::Update],
+                function: &FENCE_FUNCTION,
+                since: 2,
+            },
+            // Fires after the fence trigger (triggers fire in name order),
+            // so the per-entity hold chain is extended under the fence.
+            TriggerSpec {
+                name: "retention_holds_evidence_chain",
+                timing: TriggerTiming::Before,
+                events: &[TriggerEvent::Insert, TriggerEvent::Update],
+                function: &HOLD_CHAIN_FUNCTION,
+                since: EVIDENCE,
+            },
+            TriggerSpec {
+                name: "retention_holds_evidence_delete",
+                timing: TriggerTiming::After,
+                events: &[TriggerEvent::Delete],
+                function: &HOLD_DELETE_FUNCTION,
+                since: EVIDENCE,
+            },
+        ],
     },
 ];
 
@@ -541,9 +718,14 @@ mod tests {
                 .flat_map(|t| t.triggers)
                 .filter(|t| t.since == m.version)
                 .count();
+            let columns = TABLES
+                .iter()
+                .flat_map(|t| t.columns)
+                .filter(|c| c.since == m.version)
+                .count();
             let alterations = ALTERATIONS.iter().filter(|a| a.since == m.version).count();
             assert!(
-                tables + triggers + alterations > 0,
+                tables + triggers + columns + alterations > 0,
                 "migration {} is empty",
                 m.version
             );
