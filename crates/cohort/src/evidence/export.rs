@@ -17,7 +17,7 @@ use crate::sql::AssertSqlSafe;
 #[non_exhaustive]
 pub enum ExportFormat {
     /// One JSON object per line (`\n`), keys in column order. Counts and
-    /// sequence numbers are JSON numbers, flags booleans, payloads JSON,
+    /// sequence numbers are JSON numbers, flags booleans,
     /// NULL is `null`, everything else a string.
     JsonLines,
     /// RFC 4180 CSV with a header line: fields quoted when they hold a
@@ -83,7 +83,6 @@ enum Kind {
     Text,
     Int,
     Bool,
-    Json,
 }
 
 /// A column: its name, how it is read as text in SQL, how it is written.
@@ -142,7 +141,6 @@ const DETAIL_COLUMNS: &[Column] = &[
     ("record_id", Kind::Text),
     ("tenant_id", Kind::Text),
     ("action", Kind::Text),
-    ("captured_payload", Kind::Json),
     ("created_at", Kind::Text),
     ("chain_payload", Kind::Text),
     ("chain_seq", Kind::Int),
@@ -310,7 +308,6 @@ fn json_value(value: Option<String>, kind: Kind) -> serde_json::Value {
             .map(serde_json::Value::from)
             .unwrap_or(serde_json::Value::String(v)),
         Kind::Bool => serde_json::Value::Bool(v == "true"),
-        Kind::Json => serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v)),
     }
 }
 
@@ -350,10 +347,6 @@ mod tests {
         assert_eq!(
             json_value(Some("true".into()), Kind::Bool),
             serde_json::json!(true)
-        );
-        assert_eq!(
-            json_value(Some("{\"a\": 1}".into()), Kind::Json),
-            serde_json::json!({"a": 1})
         );
     }
 

@@ -142,8 +142,8 @@ impl Ledger {
     }
 
     /// The body of a CTE that records each row of CTE `d` (column `rid`, the
-    /// canonical record id) as a row detail, returning `detail_id` and
-    /// `record_id`. The other arguments are placeholders: run, retained-entity
+    /// canonical record id) as a row detail (returning `detail_id` and
+    /// `record_id` when handlers capture). The other arguments are placeholders: run, retained-entity
     /// id, entity type, tenant, action. With `payloads`, the SQL of a
     /// `ROWS FROM` giving `pl(rid, payload)` (payload as JSON text), each
     /// detail keeps its row's captured handler snapshots.
@@ -169,9 +169,15 @@ impl Ledger {
         format!(
             "INSERT INTO {t} (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, created_at{column}) \
              SELECT {run}, {entity}, {entity_type}, {d}.rid, {tenant}, {action}, pg_catalog.statement_timestamp(){value} \
-             FROM {d}{join} \
-             RETURNING detail_id, record_id",
-            t = self.details
+             FROM {d}{join}{returning}",
+            t = self.details,
+            // Only the handlers' queue reads the new details back; without
+            // handlers the role needs no SELECT on them (docs/security.md).
+            returning = if payloads.is_some() {
+                " RETURNING detail_id, record_id"
+            } else {
+                ""
+            },
         )
     }
 

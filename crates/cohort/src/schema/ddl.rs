@@ -171,8 +171,9 @@ fn create_trigger(out: &mut String, schema: &SchemaName, t: &TableSpec, trigger:
     let _ = writeln!(
         out,
         "CREATE OR REPLACE FUNCTION {}() RETURNS pg_catalog.trigger\n    \
-         LANGUAGE plpgsql\n    SET search_path = {FUNCTION_SEARCH_PATH}\n    AS {tag}{body}{tag};\n",
+         LANGUAGE plpgsql{}\n    SET search_path = {FUNCTION_SEARCH_PATH}\n    AS {tag}{body}{tag};\n",
         function_name(schema, f),
+        if f.definer { " SECURITY DEFINER" } else { "" },
     );
     let _ = writeln!(
         out,

@@ -371,6 +371,7 @@ struct FunctionInfo {
     body: String,
     config: Option<Vec<String>>,
     returns_trigger: bool,
+    security_definer: bool,
 }
 
 /// A user trigger on one of the tables, with the function it calls.
@@ -571,7 +572,7 @@ async fn read_catalog(
 
     let mut functions = BTreeMap::new();
     for r in sqlx::query(
-        "SELECT p.proname::text AS proname, l.lanname::text AS lanname, p.prosrc, p.proconfig, \
+        "SELECT p.proname::text AS proname, l.lanname::text AS lanname, p.prosrc, p.proconfig, p.prosecdef, \
                 p.prorettype OPERATOR(pg_catalog.=) 'pg_catalog.trigger'::pg_catalog.regtype::pg_catalog.oid \
                     AS returns_trigger \
          FROM pg_catalog.pg_proc p \
@@ -593,6 +594,7 @@ async fn read_catalog(
                 body: r.try_get("prosrc")?,
                 config: r.try_get("proconfig")?,
                 returns_trigger: r.try_get("returns_trigger")?,
+                security_definer: r.try_get("prosecdef")?,
             },
         );
     }
@@ -795,6 +797,7 @@ fn judge_function(
             let config = format!("search_path={FUNCTION_SEARCH_PATH}");
             let ours = found.language == "plpgsql"
                 && found.returns_trigger
+                && found.security_definer == f.definer
                 && found.body == (f.body)(schema)
                 && found.config.as_deref() == Some(std::slice::from_ref(&config));
             if ours {

@@ -132,6 +132,11 @@ pub(super) struct FunctionSpec {
     /// The body (what `pg_proc.prosrc` holds) in an install's schema;
     /// readiness compares it exactly.
     pub(super) body: fn(&super::SchemaName) -> String,
+    /// `SECURITY DEFINER`: the function runs with its owner's (the
+    /// migration role's) rights. The evidence chain's functions write chain
+    /// columns that the least-privilege roles may not write themselves
+    /// (docs/security.md), so a runner cannot forge a link directly.
+    pub(super) definer: bool,
 }
 
 /// When a trigger fires.
@@ -278,24 +283,29 @@ use ColumnType::{Bigint, Boolean, Bytea, Integer, Jsonb, Text, Timestamptz, Uuid
 pub(super) const FENCE_FUNCTION: FunctionSpec = FunctionSpec {
     name: "retention_holds_entity_fence",
     body: |_| fence_trigger_body(),
+    definer: false,
 };
 
 /// The evidence chain's trigger functions (contract EV1; see [`super::evidence`]).
 pub(super) const RUN_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
     name: "sweep_run_evidence_chain",
     body: evidence::run_trigger_body,
+    definer: true,
 };
 pub(super) const DETAIL_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
     name: "sweep_run_row_detail_evidence_chain",
     body: evidence::detail_trigger_body,
+    definer: true,
 };
 pub(super) const HOLD_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
     name: "retention_holds_evidence_chain",
     body: evidence::hold_trigger_body,
+    definer: true,
 };
 pub(super) const HOLD_DELETE_FUNCTION: FunctionSpec = FunctionSpec {
     name: "retention_holds_evidence_delete",
     body: evidence::hold_delete_trigger_body,
+    definer: true,
 };
 
 /// The migration that adds the evidence chain.

@@ -437,6 +437,11 @@ const AUDITOR_ROW_DETAIL: &[&str] = &[
     "tenant_id",
     "action",
     "created_at",
+    // The evidence chain (contract EV1): the auditor verifies it.
+    "chain_payload",
+    "chain_seq",
+    "chain_prev",
+    "chain_hash",
 ];
 
 /// What row handlers add on Cohort's tables, when any is registered: sweeps
