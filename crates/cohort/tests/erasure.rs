@@ -195,8 +195,19 @@ async fn a_positive_legal_minimum_adds_a_strict_anchor_predicate_and_counts_bloc
         .find(|s| s.entity_type == "UserRecord")
         .expect("users");
     assert_eq!((users.affected, users.null_anchor), (1, 1));
+    // Rows 1 (at the boundary) and 4 (young) are what the legal minimum keeps.
+    assert_eq!(users.legal_minimum, 2);
     assert_eq!(users.applied_period, Some(cohort::Period::days(30)));
     assert_eq!(users.cutoff, Some(boundary));
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT legal_minimum_count FROM sweep_run_entity_summary \
+         WHERE run_id = $1 AND entity_type = 'UserRecord'",
+    )
+    .bind(result.run_id)
+    .fetch_one(db.pool())
+    .await
+    .expect("summary");
+    assert_eq!(stored, 2);
 }
 
 // contract: E4

@@ -328,12 +328,10 @@ async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head()
     assert_eq!(blocked[0], ("hold", 1));
     assert_eq!(blocked[1].0, "legal_minimum");
     assert_eq!(blocked[2].0, "null_anchor");
-    // The NULL anchor (row 8) is counted. The engine does not write
-    // legal_minimum_count yet, so row 7 (the legal minimum has not passed) is
-    // counted nowhere today (see docs/evidence.md); a hand-written ledger
-    // below shows the certificate reading the column.
+    // The NULL anchor (row 8) and the row the legal minimum keeps (row 7)
+    // are each counted.
     assert_eq!(blocked[2].1, 1, "{blocked:?}");
-    assert_eq!(blocked[1].1, 0, "{blocked:?}");
+    assert_eq!(blocked[1].1, 1, "{blocked:?}");
     assert_eq!(t.applied_period.as_deref(), Some("P365D"));
     assert!(t.cutoff.is_some());
     assert_eq!(t.rule_source.as_deref(), Some("retention policy"));

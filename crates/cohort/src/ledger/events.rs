@@ -104,9 +104,13 @@ pub struct EntitySummary {
     /// Eligible rows left alone for another reason (locked by another
     /// transaction, changed meanwhile).
     pub skipped: u64,
-    /// Rows whose anchor is NULL (never eligible), or, for erasure with a legal
-    /// minimum, blocked because of it.
+    /// Rows whose anchor is NULL: never eligible for a sweep, and kept by an
+    /// erasure with a positive legal minimum (contract E3).
     pub null_anchor: u64,
+    /// For an erasure with a positive legal minimum, the subject's rows whose
+    /// anchor is not yet past it (kept for now; NULL anchors are counted in
+    /// `null_anchor`). Zero otherwise. Stored as `legal_minimum_count`.
+    pub legal_minimum: u64,
     /// The period applied, when a rule resolved: the greater of the period
     /// and the legal minimum for a sweep, the legal minimum (if positive) for
     /// an erasure. Stored in the ledger as ISO 8601 text (`P30D`).

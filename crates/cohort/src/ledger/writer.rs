@@ -214,15 +214,16 @@ impl Ledger {
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {t} AS s (run_id, retained_entity_id, entity_type, category, tenant_id, strategy, status, \
                affected_count, held_count, skipped_count, null_anchor_count, applied_period, cutoff, \
-               rule_source, rule_reason, error, updated_at) \
+               rule_source, rule_reason, error, updated_at, legal_minimum_count) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     pg_catalog.statement_timestamp()) \
+                     pg_catalog.statement_timestamp(), $17) \
              ON CONFLICT (run_id, retained_entity_id, category, tenant_id, strategy) DO UPDATE \
              SET status = EXCLUDED.status, affected_count = EXCLUDED.affected_count, \
                  held_count = EXCLUDED.held_count, skipped_count = EXCLUDED.skipped_count, \
                  null_anchor_count = EXCLUDED.null_anchor_count, applied_period = EXCLUDED.applied_period, \
                  cutoff = EXCLUDED.cutoff, rule_source = EXCLUDED.rule_source, \
-                 rule_reason = EXCLUDED.rule_reason, error = EXCLUDED.error, updated_at = EXCLUDED.updated_at",
+                 rule_reason = EXCLUDED.rule_reason, error = EXCLUDED.error, updated_at = EXCLUDED.updated_at, \
+                 legal_minimum_count = EXCLUDED.legal_minimum_count",
             t = self.summaries
         )))
         .bind(key.run_id)
@@ -241,6 +242,7 @@ impl Ledger {
         .bind(summary.rule_source.as_deref().map(clean))
         .bind(summary.rule_reason.as_deref().map(clean))
         .bind(summary.error.as_deref())
+        .bind(to_i64(summary.legal_minimum))
         .execute(conn)
         .await
         .map(|_| ())

@@ -42,6 +42,7 @@ pub(crate) struct Counts {
     pub(crate) eligible: u64,
     pub(crate) held: u64,
     pub(crate) null_anchor: u64,
+    pub(crate) legal_minimum: u64,
 }
 
 /// The values an entity's statements bind, for the whole loop.
@@ -161,6 +162,7 @@ pub(crate) async fn measure(
         eligible: count(row.try_get("eligible")?),
         held: count(row.try_get("held")?),
         null_anchor: count(row.try_get("null_anchor")?),
+        legal_minimum: count(row.try_get("legal_minimum")?),
     })
 }
 

@@ -332,6 +332,7 @@ impl Cohort {
             held: 0,
             skipped: 0,
             null_anchor: 0,
+            legal_minimum: 0,
             applied_period: None,
             cutoff: None,
             rule_source: None,
@@ -433,6 +434,7 @@ impl Cohort {
                     summary.affected = c.eligible;
                     summary.held = c.held;
                     summary.null_anchor = c.null_anchor;
+                    summary.legal_minimum = c.legal_minimum;
                     None
                 }
                 Err(err) => Some(Failure::from_sqlx(&err)),
@@ -460,6 +462,7 @@ impl Cohort {
                     summary.held = c.held;
                     summary.skipped = c.eligible;
                     summary.null_anchor = c.null_anchor;
+                    summary.legal_minimum = c.legal_minimum;
                 }
                 Err(err) => failure = Some(Failure::from_sqlx(&err)),
             }

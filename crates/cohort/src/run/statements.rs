@@ -98,7 +98,7 @@ pub(crate) enum Purpose<'a> {
 /// Every statement of one entity and strategy (not `Exempt`).
 #[derive(Debug, Clone)]
 pub(crate) struct EntitySql {
-    /// One row: `eligible` (not held), `held`, `null_anchor`.
+    /// One row: `eligible` (not held), `held`, `null_anchor`, `legal_minimum`.
     pub(crate) count: Statement<P>,
     /// The range path, first batch and later ones (`None` when the rows'
     /// values are needed, and for erasures). Returns one row: `hi_anchor`,
@@ -375,10 +375,38 @@ impl Parts<'_> {
         } else {
             "0::pg_catalog.int8".to_owned()
         };
+        // An erasure's rows the legal minimum still keeps: the subject's
+        // rows whose anchor is not yet past it (contract E3).
+        let legal_minimum = match self.purpose {
+            Purpose::Erasure {
+                subjects,
+                legal_minimum: true,
+            } => {
+                let mut scope = match &e.tenant {
+                    Some(t) => format!("t.{} = {}", t.name, b.p(P::Tenant)),
+                    None => "true".to_owned(),
+                };
+                let subject = b.p(P::Subject);
+                let any: Vec<String> = subjects
+                    .iter()
+                    .map(|c| c.equals_text("t", &subject))
+                    .collect();
+                let _ = write!(scope, " AND ({})", any.join(" OR "));
+                format!(
+                    "(SELECT pg_catalog.count(*) FROM {table} AS t WHERE {scope} AND t.{anchor} >= {cutoff}{pending})",
+                    table = e.table,
+                    anchor = e.anchor.name,
+                    cutoff = b.p(P::Cutoff),
+                    pending = self.pending()
+                )
+            }
+            _ => "0::pg_catalog.int8".to_owned(),
+        };
         let text = format!(
             "SELECT pg_catalog.count(*) FILTER (WHERE NOT {held}) AS eligible, \
                     pg_catalog.count(*) FILTER (WHERE {held}) AS held, \
-                    {null_anchor} AS null_anchor \
+                    {null_anchor} AS null_anchor, \
+                    {legal_minimum} AS legal_minimum \
              FROM {table} AS t WHERE {eligible}",
             table = e.table
         );
