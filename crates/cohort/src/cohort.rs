@@ -24,6 +24,7 @@ use crate::schema::{SchemaName, check_readiness};
 use crate::sql::Pinned;
 use crate::sql::timestamp::to_pg_precision;
 use crate::validate::{self, Model, Registration, ValidationProblem, ValidationReport};
+use crate::worker::Worker;
 
 /// Cohort, configured and validated: build one with [`Cohort::builder`] and
 /// clone it freely (clones share one state).
@@ -55,6 +56,8 @@ pub(crate) struct Inner {
     pub(crate) observers: Vec<Arc<dyn AuditObserver>>,
     /// The row handlers, ordered by retained type, then rank.
     pub(crate) handlers: Vec<Registered>,
+    /// The worker's schedule, parsed at build.
+    pub(crate) schedule: crate::worker::Schedule,
     /// Set once readiness has passed; failures are never cached.
     ready: AtomicBool,
 }
@@ -204,6 +207,13 @@ impl Cohort {
     /// [`Dispatcher::run_once`] from a job of your own.
     pub fn dispatcher(&self) -> Dispatcher {
         Dispatcher::new(self.clone())
+    }
+
+    /// The scheduled worker (see [`crate::worker`]): sweeps at each
+    /// occurrence of [`crate::WorkerOptions::schedule`], once across
+    /// replicas, and runs the row-handler dispatcher beside the sweeps.
+    pub fn worker(&self) -> Worker {
+        Worker::new(self.clone())
     }
 
     /// Marks runs still `Started` after [`Options::settle_timeout`] as
@@ -400,8 +410,10 @@ impl CohortBuilder {
             }
             Err(e) => return Err(e),
         };
-        match model {
-            Some(model) if report.is_empty() => Ok(Cohort {
+        // Options::validate reported a bad schedule already.
+        let schedule = crate::worker::Schedule::parse(&self.options.worker).ok();
+        match (model, schedule) {
+            (Some(model), Some(schedule)) if report.is_empty() => Ok(Cohort {
                 inner: Arc::new(Inner {
                     pool: self.pool,
                     options: self.options,
@@ -410,6 +422,7 @@ impl CohortBuilder {
                     model,
                     observers: self.observers,
                     handlers,
+                    schedule,
                     // Checked again by the first operation: only success is cached.
                     ready: AtomicBool::new(false),
                 }),

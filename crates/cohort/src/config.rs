@@ -94,6 +94,52 @@ pub struct Options {
     /// keeps them forever.
     #[serde(with = "humantime_secs_opt")]
     pub inactive_hold_retention: Option<Duration>,
+    /// The scheduled worker's settings ([`crate::worker`]).
+    pub worker: WorkerOptions,
+}
+
+/// The scheduled worker's settings (contract W1).
+///
+/// ```
+/// let options: cohort::Options = serde_json::from_str(
+///     r#"{ "worker": { "schedule": "30 3 * * *", "time_zone": "Europe/Berlin", "dry_run": true } }"#,
+/// )?;
+/// assert_eq!(options.worker.schedule, "30 3 * * *");
+/// assert!(options.validate().is_empty());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct WorkerOptions {
+    /// When the worker sweeps: a cron pattern (five fields, or six with
+    /// seconds first; default `0 2 * * *`, 02:00 every day).
+    pub schedule: String,
+    /// The IANA time zone the schedule is read in (`Europe/Berlin`); UTC when
+    /// absent. Across a daylight-saving change an occurrence in the skipped
+    /// hour runs at the next valid time and one in the repeated hour once.
+    pub time_zone: Option<String>,
+    /// Scheduled sweeps count and write the ledger but change no row.
+    pub dry_run: bool,
+    /// When on, the worker starts no scheduled pass. It is read again before
+    /// every pass; a host that needs to flip it at run time gives the worker
+    /// a [`crate::worker::KillSwitch`] of its own.
+    pub kill_switch: bool,
+    /// The tenant swept when the host gives the worker no tenant source:
+    /// `None` (the default) sweeps only the tenantless types.
+    pub tenant: Option<uuid::Uuid>,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            schedule: "0 2 * * *".into(),
+            time_zone: None,
+            dry_run: false,
+            kill_switch: false,
+            tenant: None,
+        }
+    }
 }
 
 impl Default for Options {
@@ -113,6 +159,7 @@ impl Default for Options {
             dispatch_limit: 1_000,
             lock_wait: Duration::from_millis(200),
             inactive_hold_retention: None,
+            worker: WorkerOptions::default(),
         }
     }
 }
@@ -202,6 +249,16 @@ impl Options {
                 "inactive_hold_retention",
                 "inactive_hold_retention is zero",
                 "use None to keep holds forever, or a positive duration",
+            ));
+        }
+        if let Err(found) = crate::worker::Schedule::parse(&self.worker) {
+            problems.extend(found);
+        }
+        if self.worker.tenant.is_some_and(|t| t.is_nil()) {
+            problems.push(ValidationProblem::option(
+                "worker.tenant",
+                "worker.tenant is the nil UUID, which the ledger reserves for tenantless passes",
+                "name a real tenant, or leave it out to sweep only tenantless types",
             ));
         }
         let c = &self.conventions;

@@ -100,6 +100,15 @@ pub enum Error {
         "the connection is inside a transaction sqlx did not start (raw BEGIN); start it with sqlx's begin() and pass &mut *tx"
     )]
     UntrackedTransaction,
+
+    /// The worker's tenant source failed, or returned a tenant Cohort cannot
+    /// sweep (the nil UUID, which the ledger reserves for tenantless
+    /// passes). The occurrence ran no pass; the next one tries again.
+    #[error("the tenant source failed: {reason}")]
+    TenantSource {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Shorthand for results with Cohort's [`Error`].

@@ -18,9 +18,12 @@ mod run;
 pub mod schema;
 mod sql;
 mod validate;
+pub mod worker;
 
 pub use cohort::{Cohort, CohortBuilder};
-pub use config::{MAX_ATTEMPTS, MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options};
+pub use config::{
+    MAX_ATTEMPTS, MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options, WorkerOptions,
+};
 pub use error::{Error, Result};
 /// The boxed future [`RuleProvider::resolve`] and
 /// [`ledger::AuditObserver::on_event`] return (from `futures-util`).

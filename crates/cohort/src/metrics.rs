@@ -8,6 +8,7 @@
 //! | `cohort_batches_total` | counter | `strategy` |
 //! | `cohort_held_rows_total` | counter | (rows found held at the end of an entity) |
 //! | `cohort_runs_total` | counter | `kind`, `status` (`Interrupted` or `Refused` for an error) |
+//! | `cohort_worker_occurrences_total` | counter | `outcome` (`run`, `skipped`, `failed`) |
 
 use crate::error::Error;
 use crate::policy::Strategy;
@@ -49,3 +50,13 @@ pub(crate) fn batch(_strategy: Strategy, _rows: u64) {}
 /// A run's outcome.
 #[cfg(not(feature = "metrics"))]
 pub(crate) fn run(_result: &Result<RunResult, Error>) {}
+
+/// A worker occurrence's outcome: `run`, `skipped` (already swept) or `failed`.
+#[cfg(feature = "metrics")]
+pub(crate) fn occurrence(outcome: &'static str) {
+    metrics::counter!("cohort_worker_occurrences_total", "outcome" => outcome).increment(1);
+}
+
+/// A worker occurrence's outcome.
+#[cfg(not(feature = "metrics"))]
+pub(crate) fn occurrence(_outcome: &'static str) {}

@@ -50,6 +50,16 @@ pub(crate) async fn unlock_run(conn: &mut PgConnection, run_id: Uuid) -> Result<
         .map(|_| ())
 }
 
+/// Whether the owner of a run is gone: its run lock is free (taken and
+/// released at once). A live run holds it for its whole life.
+pub(crate) async fn owner_gone(conn: &mut PgConnection, run_id: Uuid) -> Result<bool, sqlx::Error> {
+    let free = try_lock_run(conn, run_id).await?;
+    if free {
+        unlock_run(conn, run_id).await?;
+    }
+    Ok(free)
+}
+
 async fn try_lock_run(conn: &mut PgConnection, run_id: Uuid) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar(AssertSqlSafe(run_key_sql("pg_try_advisory_lock")))
         .bind(run_id)

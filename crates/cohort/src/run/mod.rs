@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use erasure::{ErasureRequest, MAX_SUBJECT_BYTES, Subject};
+pub(crate) use execute::owner_gone;
 pub use preview::{Preview, PreviewEntry};
 pub(crate) use sweep::close;
 
