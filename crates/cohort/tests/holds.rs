@@ -516,6 +516,24 @@ async fn holds_are_checked_in_sql_over_ten_thousand_rows() {
     for id in &chosen {
         hold_on(&db, &cohort, NOTE_ID, &id.to_string(), Some(tenant_a())).await;
     }
+    // A second hold on one row (plain SQL): the row still counts once.
+    db.exec(&format!(
+        "INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
+         VALUES (gen_random_uuid(), '{NOTE_ID}', '{}', '{}', 'a second matter', now())",
+        chosen[0],
+        tenant_a()
+    ))
+    .await;
+    let preview = cohort
+        .preview(&scope_a(), Utc::now())
+        .await
+        .expect("preview");
+    let notes = preview
+        .entries
+        .iter()
+        .find(|e| e.entity_type == "SessionNote")
+        .expect("notes");
+    assert_eq!((notes.eligible, notes.held), (9_995, 5));
     let result = sweep_a(&cohort, Utc::now()).await;
     let notes = summary(&result, "SessionNote");
     assert_eq!((notes.affected, notes.held), (9_995, 5));

@@ -25,7 +25,7 @@ use crate::model::AnonymiseMethod;
 use crate::model::resolved::{Column, ResolvedEntity};
 use crate::policy::Strategy;
 use crate::schema::SchemaName;
-use crate::sql::predicates::active_hold_exists;
+use crate::sql::predicates::{active_hold_exists, hold_active_at};
 use crate::sql::{Params, Statement};
 
 /// The values the statements bind, by role.
@@ -206,6 +206,29 @@ impl Parts<'_> {
         )
     }
 
+    /// `LEFT JOIN` of `t` to the distinct active holds of the type (and
+    /// tenant) on the row's record id: `h.record_id` is NULL for rows no
+    /// hold covers. Distinct, so a row with two holds counts once.
+    fn held_join(&self, b: &mut Params<P>) -> String {
+        let e = self.e;
+        let (scope, on_tenant) = match &e.tenant {
+            Some(c) => (
+                format!(" AND h.tenant_id = {}", b.p(P::Tenant)),
+                format!(" AND h.tenant_id = t.{}", c.name),
+            ),
+            None => (" AND h.tenant_id IS NULL".to_owned(), String::new()),
+        };
+        format!(
+            "LEFT JOIN (SELECT DISTINCT h.record_id, h.tenant_id FROM {holds} AS h \
+             WHERE h.retained_entity_id = {entity}{scope} AND {active}) AS h \
+             ON h.record_id = (t.{rid})::pg_catalog.text{on_tenant}",
+            holds = self.holds,
+            entity = b.p(P::Entity),
+            active = hold_active_at("pg_catalog.statement_timestamp()"),
+            rid = e.record_id.name,
+        )
+    }
+
     /// ` AND <key> > <lower key>` for batches after the first.
     fn after(&self, b: &mut Params<P>) -> String {
         let (anchor, rid, rid_type) = (
@@ -352,7 +375,7 @@ impl Parts<'_> {
         let mut b = Params::new();
         let e = self.e;
         let eligible = self.eligible(&mut b);
-        let held = self.held(&mut b);
+        let held = self.held_join(&mut b);
         let null_anchor = if self.aged() {
             let mut scope = match &e.tenant {
                 Some(t) => format!("t.{} = {}", t.name, b.p(P::Tenant)),
@@ -402,12 +425,15 @@ impl Parts<'_> {
             }
             _ => "0::pg_catalog.int8".to_owned(),
         };
+        // Held rows through one join to the distinct active holds of the
+        // type (a hash join), not a correlated EXISTS per row: the count
+        // runs at the raw count's speed (docs/performance.md).
         let text = format!(
-            "SELECT pg_catalog.count(*) FILTER (WHERE NOT {held}) AS eligible, \
-                    pg_catalog.count(*) FILTER (WHERE {held}) AS held, \
+            "SELECT pg_catalog.count(*) OPERATOR(pg_catalog.-) pg_catalog.count(h.record_id) AS eligible, \
+                    pg_catalog.count(h.record_id) AS held, \
                     {null_anchor} AS null_anchor, \
                     {legal_minimum} AS legal_minimum \
-             FROM {table} AS t WHERE {eligible}",
+             FROM {table} AS t {held} WHERE {eligible}",
             table = e.table
         );
         b.finish(text)
