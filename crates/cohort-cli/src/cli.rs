@@ -30,10 +30,12 @@ use crate::error::EXIT_CODES_HELP;
         "\n",
         "Exit codes:\n",
         "  0    success\n",
-        "  1    error (database, settings or model file, a run that ended Failed or PartiallyFailed)\n",
+        "  1    error (database, settings or model file, a run that ended Failed or PartiallyFailed,\n",
+        "       a worker occurrence with a failed pass)\n",
         "  2    usage error (unknown command or flag, malformed value)\n",
         "  3    a check failed (schema check: not ready; validate: problems found;\n",
-        "       coverage --fail-on-unclassified: unclassified tables)\n",
+        "       coverage --fail-on-unclassified: unclassified tables;\n",
+        "       verify: the ledger's chain is broken)\n",
         "  130  interrupted by Ctrl-C (the run ended Cancelled; a second Ctrl-C exits at once)"
     )
 )]
@@ -115,6 +117,26 @@ pub(crate) enum Command {
         "  cargo run -p cohort-cli -- demo\n  cohort demo --keep              # keep the database to look around\n\nUses DATABASE_URL (a server where it may create databases), else a server on\n127.0.0.1:5432, else starts a private throwaway cluster with initdb/pg_ctl."
     ))]
     Demo(DemoArgs),
+    /// Sweep on a cron schedule, once across replicas (the scheduled worker).
+    #[command(after_help = after(
+        "  cohort worker                                   # runs until SIGTERM or Ctrl-C\n  cohort worker --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 --tenant 7d1e…\n  cohort worker --once --at 2026-12-01T02:00:00Z --json   # one occurrence, then exit\n\nThe schedule, time zone, dry-run flag, kill switch and tenants come from the\n[worker] section of cohort.toml (COHORT_WORKER__SCHEDULE, ...); flags win.\nSIGTERM or Ctrl-C stops after the current batch (the run ends Cancelled) and\nthe long-running worker exits 0; a second Ctrl-C exits at once."
+    ))]
+    Worker(WorkerArgs),
+    /// Walk the audit ledger's hash chain and name every row changed, deleted or out of order.
+    #[command(after_help = after(
+        "  cohort verify\n  cohort verify --json     # a CI or cron check: exit 3 when the chain is broken"
+    ))]
+    Verify,
+    /// Write the auditor's report (one HTML file: counts per category and month, holds, failed runs, the chain's state).
+    #[command(after_help = after(
+        "  cohort report --output retention-report.html\n  cohort report --from 2026-01-01T00:00:00Z --to 2027-01-01T00:00:00Z -o 2026.html"
+    ))]
+    Report(ReportArgs),
+    /// Print the certificate of an erasure run (JSON), optionally signed.
+    #[command(after_help = after(
+        "  COHORT_CERTIFICATE_KEY=... cohort certificate 0b6a3c9e-1f2d-4e5f-8a9b-0c1d2e3f4a5b --subject ann@example.org\n  cohort certificate latest --subject ann@example.org --signing-key signing.key -o cert.json\n\nThe subject appears only as HMAC-SHA256(certificate_key, subject) unless\n--subject-in-clear; the key comes from `certificate_key` in the settings\n(better: COHORT_CERTIFICATE_KEY) and is never printed."
+    ))]
+    Certificate(CertificateArgs),
 }
 
 /// The exit-code table after each subcommand's examples.
@@ -280,6 +302,106 @@ pub(crate) enum RunsCommand {
     /// One run: its status and one summary per table.
     #[command(after_help = after("  cohort runs show 0b6a3c9e-1f2d-4e5f-8a9b-0c1d2e3f4a5b\n  cohort runs show latest --rows 20"))]
     Show(RunsShowArgs),
+    /// Export the ledger (runs, summaries or row details) as JSON Lines or CSV.
+    #[command(after_help = after(
+        "  cohort runs export --records row-details --format csv -o details.csv\n  cohort runs export --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z > runs.jsonl\n\nAn export holds the runs that started in [--from, --to) and their summaries\nor row details, each with its chain columns so an auditor can re-verify it.\nThe captured payloads of row handlers are never exported (their digest is)."
+    ))]
+    Export(RunsExportArgs),
+}
+
+/// `runs export`.
+#[derive(Debug, Args)]
+pub(crate) struct RunsExportArgs {
+    /// Which records.
+    #[arg(long, value_enum, default_value = "runs")]
+    pub(crate) records: ExportRecordsArg,
+    /// The format.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub(crate) format: ExportFormatArg,
+    /// Runs that started at or after this time, RFC 3339 [default: the beginning].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) from: Option<DateTime<FixedOffset>>,
+    /// Runs that started before this time, RFC 3339 [default: no end].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) to: Option<DateTime<FixedOffset>>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+}
+
+/// Which ledger records `runs export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportRecordsArg {
+    /// `sweep_run` rows.
+    Runs,
+    /// `sweep_run_entity_summary` rows.
+    Summaries,
+    /// `sweep_run_row_detail` rows.
+    RowDetails,
+}
+
+/// The format of `runs export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportFormatArg {
+    /// JSON Lines: one object per line.
+    Jsonl,
+    /// RFC 4180 CSV with a header line.
+    Csv,
+}
+
+/// `worker`.
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// Sweep this tenant at each occurrence (repeatable; replaces
+    /// `worker.tenants` of the settings). With none, only the tenantless
+    /// tables are swept.
+    #[arg(long = "tenant", value_name = "UUID")]
+    pub(crate) tenants: Vec<Uuid>,
+    /// Count and write the ledger, but change no row (overrides `worker.dry_run`).
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Sweep one occurrence and exit, instead of running on the schedule.
+    #[arg(long)]
+    pub(crate) once: bool,
+    /// With --once: the occurrence's time, RFC 3339 [default: now].
+    #[arg(long, value_name = "TIME", value_parser = parse_time, requires = "once")]
+    pub(crate) at: Option<DateTime<FixedOffset>>,
+}
+
+/// `report`.
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Runs that started at or after this time, RFC 3339 [default: the beginning].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) from: Option<DateTime<FixedOffset>>,
+    /// Runs that started before this time, RFC 3339 [default: now].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) to: Option<DateTime<FixedOffset>>,
+    /// The report's title.
+    #[arg(long)]
+    pub(crate) title: Option<String>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+}
+
+/// `certificate`.
+#[derive(Debug, Args)]
+pub(crate) struct CertificateArgs {
+    /// The erasure run's id, or `latest` (the latest settled erasure).
+    pub(crate) run: String,
+    /// The subject the erasure was for, exactly as it was passed to `erase`.
+    #[arg(long, value_name = "ID")]
+    pub(crate) subject: String,
+    /// Also put the subject in clear.
+    #[arg(long)]
+    pub(crate) subject_in_clear: bool,
+    /// Sign with the Ed25519 key whose 32-byte seed this file holds, in hex.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) signing_key: Option<PathBuf>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
 }
 
 /// `runs list`.

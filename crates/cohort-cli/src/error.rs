@@ -28,10 +28,12 @@ pub(crate) mod code {
 pub(crate) const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0    success
-  1    error (database, settings or model file, a run that ended Failed or PartiallyFailed)
+  1    error (database, settings or model file, a run that ended Failed or PartiallyFailed,
+       a worker occurrence with a failed pass)
   2    usage error (unknown command or flag, malformed value)
   3    a check failed (schema check: not ready; validate: problems found;
-       coverage --fail-on-unclassified: unclassified tables)
+       coverage --fail-on-unclassified: unclassified tables;
+       verify: the ledger's chain is broken)
   130  interrupted by Ctrl-C (the run ended Cancelled; a second Ctrl-C exits at once)";
 
 /// Everything that can stop a command, each with an actionable message.
@@ -101,6 +103,23 @@ pub(crate) enum CliError {
     #[error("interrupted: the run {0} was cancelled (batches already committed stay committed)")]
     Interrupted(uuid::Uuid),
 
+    /// A worker occurrence ran with failed passes; its report was already
+    /// printed.
+    #[error("{failed} of the occurrence's {passes} pass(es) failed (see each pass's error)")]
+    PassesFailed {
+        /// Passes that failed.
+        failed: usize,
+        /// Passes run.
+        passes: usize,
+    },
+
+    /// The worker's occurrence was cancelled by Ctrl-C or SIGTERM; its report
+    /// was already printed.
+    #[error(
+        "interrupted: the pass in flight was cancelled (batches already committed stay committed); the next occurrence sweeps it again"
+    )]
+    WorkerInterrupted,
+
     /// Something that is not anybody's input went wrong (a task panicked).
     #[error("internal error: {0}")]
     Internal(String),
@@ -128,7 +147,7 @@ impl CliError {
         match self {
             CliError::Usage(_) => code::USAGE,
             CliError::CheckFailed(_) => code::CHECK_FAILED,
-            CliError::Interrupted(_) => code::INTERRUPTED,
+            CliError::Interrupted(_) | CliError::WorkerInterrupted => code::INTERRUPTED,
             _ => code::ERROR,
         }
     }

@@ -39,6 +39,14 @@ pub(crate) fn json<T: Serialize>(value: &T) -> CliResult {
     line(text)
 }
 
+/// Prints `value` as compact JSON on one line of stdout (JSON Lines, for
+/// output that goes on, like the worker's).
+pub(crate) fn json_line<T: Serialize>(value: &T) -> CliResult {
+    let text = serde_json::to_string(value)
+        .map_err(|e| CliError::Internal(format!("cannot serialise the output: {e}")))?;
+    line(text)
+}
+
 /// A time as RFC 3339 in UTC, always to the microsecond (PostgreSQL's
 /// precision; a fixed width keeps tables steady).
 pub(crate) fn time(t: &DateTime<Utc>) -> String {

@@ -34,6 +34,13 @@ pub(crate) const ENV_KEYS: &[&str] = &[
     "settle_timeout",
     "inactive_hold_retention",
     "hash_key",
+    "certificate_key",
+    "worker.schedule",
+    "worker.time_zone",
+    "worker.dry_run",
+    "worker.kill_switch",
+    "worker.kill_switch_file",
+    "worker.tenants",
     "conventions.record_id",
     "conventions.tenant",
     "conventions.soft_delete",
@@ -76,8 +83,49 @@ pub(crate) struct Settings {
     /// The key of the `hash` anonymiser (HMAC-SHA256). Never printed.
     #[serde(deserialize_with = "stringish_opt")]
     pub(crate) hash_key: Option<String>,
+    /// The key of erasure certificates' subject HMAC. Never printed.
+    #[serde(deserialize_with = "stringish_opt")]
+    pub(crate) certificate_key: Option<String>,
     /// Field-name conventions for role columns.
     pub(crate) conventions: cohort::Conventions,
+    /// The scheduled worker (`cohort worker`).
+    pub(crate) worker: WorkerSettings,
+}
+
+/// The `[worker]` section: `cohort worker`'s schedule and tenants.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct WorkerSettings {
+    /// A cron pattern (five fields, or six with seconds first).
+    #[serde(deserialize_with = "stringish")]
+    pub(crate) schedule: String,
+    /// The IANA time zone the schedule is read in (UTC when unset).
+    #[serde(deserialize_with = "stringish_opt")]
+    pub(crate) time_zone: Option<String>,
+    /// Scheduled sweeps change no row.
+    pub(crate) dry_run: bool,
+    /// When on, no scheduled pass starts.
+    pub(crate) kill_switch: bool,
+    /// While this file exists, no scheduled pass starts (read before each pass).
+    #[serde(deserialize_with = "stringish_opt_path")]
+    pub(crate) kill_switch_file: Option<PathBuf>,
+    /// The tenants swept at each occurrence (UUIDs); none: the tenantless
+    /// tables only.
+    pub(crate) tenants: Vec<uuid::Uuid>,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        let w = cohort::WorkerOptions::default();
+        WorkerSettings {
+            schedule: w.schedule,
+            time_zone: w.time_zone,
+            dry_run: w.dry_run,
+            kill_switch: w.kill_switch,
+            kill_switch_file: None,
+            tenants: Vec::new(),
+        }
+    }
 }
 
 impl Default for Settings {
@@ -95,7 +143,9 @@ impl Default for Settings {
             settle_timeout: o.settle_timeout.as_secs_f64(),
             inactive_hold_retention: o.inactive_hold_retention.map(|d| d.as_secs_f64()),
             hash_key: None,
+            certificate_key: None,
             conventions: o.conventions,
+            worker: WorkerSettings::default(),
         }
     }
 }
@@ -113,6 +163,11 @@ impl fmt::Debug for Settings {
             .field("default_table_schema", &self.default_table_schema)
             .field("batch_size", &self.batch_size)
             .field("hash_key", &self.hash_key.as_ref().map(|_| "***"))
+            .field(
+                "certificate_key",
+                &self.certificate_key.as_ref().map(|_| "***"),
+            )
+            .field("worker", &self.worker)
             .finish_non_exhaustive()
     }
 }
@@ -140,6 +195,10 @@ fn stringish<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 
 fn stringish_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     stringish(d).map(Some)
+}
+
+fn stringish_opt_path<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+    stringish(d).map(|s| Some(PathBuf::from(s)))
 }
 
 fn stringish_path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
@@ -230,6 +289,7 @@ impl Settings {
                 .map(|s| seconds("inactive_hold_retention", s))
                 .transpose()?,
             conventions: self.conventions.clone(),
+            worker: self.worker_options(),
             ..cohort::Options::default()
         };
         let problems = o.validate();
@@ -238,6 +298,18 @@ impl Settings {
             return Err(CliError::Settings(lines.join("; ")));
         }
         Ok(o)
+    }
+
+    /// The library's worker options from the `[worker]` section (the tenants
+    /// and the kill-switch file are the command's own: it gives the worker
+    /// a tenant source and a kill switch).
+    fn worker_options(&self) -> cohort::WorkerOptions {
+        let mut w = cohort::WorkerOptions::default();
+        w.schedule = self.worker.schedule.clone();
+        w.time_zone = self.worker.time_zone.clone();
+        w.dry_run = self.worker.dry_run;
+        w.kill_switch = self.worker.kill_switch;
+        w
     }
 
     /// Cohort's schema, validated.
@@ -270,11 +342,13 @@ mod tests {
         let s = Settings {
             database_url: Some("postgres://ann:s3cret@db/app".into()),
             hash_key: Some("k3y".into()),
+            certificate_key: Some("c3rt".into()),
             ..Settings::default()
         };
         let shown = format!("{s:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(!shown.contains("k3y"), "{shown}");
+        assert!(!shown.contains("c3rt"), "{shown}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod coverage;
 mod demo;
+mod evidence;
 mod holds;
 mod init;
 mod runs;
@@ -10,6 +11,7 @@ mod schedule;
 mod schema;
 mod sweep;
 mod validate;
+mod worker;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -154,6 +156,10 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         Command::Coverage(args) => coverage::run(&ctx, &args).await,
         Command::Schedule(args) => schedule::run(&ctx, &args),
         Command::Demo(args) => demo::run(&ctx, &args).await,
+        Command::Worker(args) => worker::run(&ctx, &args).await,
+        Command::Verify => evidence::verify(&ctx).await,
+        Command::Report(args) => evidence::report(&ctx, &args).await,
+        Command::Certificate(args) => evidence::certificate(&ctx, &args).await,
     }?;
     Ok(code::SUCCESS)
 }

@@ -443,5 +443,6 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &RunsCommand) -> CliResult {
                 print_show(&s)
             }
         }
+        RunsCommand::Export(a) => super::evidence::export(&pool, &schema, a).await,
     }
 }
