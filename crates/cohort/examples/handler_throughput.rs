@@ -86,10 +86,10 @@ async fn exec(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
 async fn load(pool: &PgPool, rows: i64) -> Result<(), sqlx::Error> {
     exec(
         pool,
-        "DROP TABLE IF EXISTS notes; \
-         CREATE TABLE notes (id bigint PRIMARY KEY, tenant_id uuid NOT NULL, \
+        "CREATE TABLE IF NOT EXISTS notes (id bigint PRIMARY KEY, tenant_id uuid NOT NULL, \
                              created_at timestamptz NOT NULL, body text NOT NULL); \
-         TRUNCATE sweep_run_row_detail, sweep_row_handler_status, sweep_run_entity_summary, sweep_run CASCADE;",
+         CREATE INDEX IF NOT EXISTS notes_tenant_created ON notes (tenant_id, created_at, id); \
+         TRUNCATE notes, sweep_run_row_detail, sweep_row_handler_status, sweep_run_entity_summary, sweep_run CASCADE;",
     )
     .await?;
     sqlx::query(
@@ -100,11 +100,10 @@ async fn load(pool: &PgPool, rows: i64) -> Result<(), sqlx::Error> {
     .bind(TENANT)
     .execute(pool)
     .await?;
-    exec(
-        pool,
-        "CREATE INDEX ON notes (tenant_id, created_at, id); VACUUM ANALYZE notes; CHECKPOINT;",
-    )
-    .await
+    // One statement per call: VACUUM cannot run in the implicit transaction
+    // of a multi-statement message.
+    exec(pool, "VACUUM ANALYZE notes").await?;
+    exec(pool, "CHECKPOINT").await
 }
 
 async fn build(pool: &PgPool, handler: bool) -> Result<Cohort, cohort::Error> {
@@ -173,10 +172,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &cohort::schema::ddl(&cohort::schema::SchemaName::public()),
     )
     .await?;
+    load(db.pool(), rows).await?;
     let plain = build(db.pool(), false).await?;
     let capturing = build(db.pool(), true).await?;
 
-    load(db.pool(), rows).await?;
     let without = sweep(&plain, rows).await?;
     load(db.pool(), rows).await?;
     let with = sweep(&capturing, rows).await?;

@@ -101,11 +101,11 @@ async fn load(
     .bind(single)
     .execute(pool)
     .await?;
-    exec(
-        pool,
-        "CREATE INDEX ON notes (tenant_id, created_at, id); VACUUM ANALYZE notes; CHECKPOINT;",
-    )
-    .await
+    // One statement per call: VACUUM cannot run in the implicit transaction
+    // of a multi-statement message.
+    exec(pool, "CREATE INDEX ON notes (tenant_id, created_at, id)").await?;
+    exec(pool, "VACUUM ANALYZE notes").await?;
+    exec(pool, "CHECKPOINT").await
 }
 
 async fn commits(pool: &PgPool) -> Result<i64, sqlx::Error> {
