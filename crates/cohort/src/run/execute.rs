@@ -50,6 +50,34 @@ pub(crate) async fn unlock_run(conn: &mut PgConnection, run_id: Uuid) -> Result<
         .map(|_| ())
 }
 
+/// Makes the run connection's commits stop waiting for the WAL flush, and
+/// returns the session's previous `synchronous_commit` to restore before
+/// the run settles.
+///
+/// Safe because WAL is replayed in order: whatever a crash keeps of a run
+/// (its `Started` row, summaries, batches) is a prefix of what it wrote, and
+/// the settle, which commits durably again, flushes everything before it.
+/// The run's batches already commit this way (`sql::txn`); this extends it
+/// to the ledger's bookkeeping between them, which was most of a short
+/// run's time (four flushes per pass of the worker, one is left).
+async fn async_commits(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT p.prior FROM (SELECT pg_catalog.current_setting('synchronous_commit') AS prior \
+         OFFSET 0) AS p, pg_catalog.set_config('synchronous_commit', 'off', false) AS s",
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Puts the session's `synchronous_commit` back (see [`async_commits`]).
+async fn restore_commits(conn: &mut PgConnection, prior: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_catalog.set_config('synchronous_commit', $1, false)")
+        .bind(prior)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
 /// Whether the owner of a run is gone: its run lock is free (taken and
 /// released at once). A live run holds it for its whole life.
 pub(crate) async fn owner_gone(conn: &mut PgConnection, run_id: Uuid) -> Result<bool, sqlx::Error> {
@@ -167,6 +195,15 @@ impl Cohort {
         let mut delivery = Delivery::new(&inner.observers, inner.options.observer_timeout);
 
         lock_run(conn, run_id).await?;
+        // The connection is the run's own and is closed after it, so the
+        // session setting ends with it.
+        let prior_commits = match async_commits(conn).await {
+            Ok(prior) => Some(prior),
+            Err(e) => {
+                tracing::debug!(%run_id, error = %e, "cannot relax synchronous_commit; the run commits durably");
+                None
+            }
+        };
         if let Err(e) = ledger
             .start_run(
                 conn,
@@ -280,6 +317,11 @@ impl Cohort {
             RunStatus::PartiallyFailed
         };
         let error = run_error(&failures);
+        if let Some(prior) = &prior_commits
+            && let Err(e) = restore_commits(conn, prior).await
+        {
+            tracing::warn!(%run_id, error = %e, "cannot restore synchronous_commit before settling");
+        }
         let settled = ledger
             .settle_run(conn, run_id, status, error.as_deref())
             .await;
