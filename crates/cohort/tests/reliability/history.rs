@@ -216,10 +216,12 @@ END $$;
 CREATE CONSTRAINT TRIGGER rel_hold_commit AFTER INSERT OR UPDATE ON public.retention_holds
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.rel_hold_commit();
 
--- Each row detail with the transaction that wrote it (the batch's).
+-- Each row detail with the transaction that wrote it (the batch's) and the
+-- writer's application name.
 CREATE TABLE public.rel_detail (
     seq bigserial PRIMARY KEY, xid xid8 NOT NULL, run_id uuid NOT NULL, entity uuid NOT NULL,
-    record_id text NOT NULL, action text NOT NULL);
+    record_id text NOT NULL, action text NOT NULL,
+    app text NOT NULL DEFAULT current_setting('application_name'));
 CREATE FUNCTION public.rel_detail() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
@@ -317,7 +319,22 @@ impl World {
     pub fn record(&self, what: &str, result: &Result<RunResult, Error>) {
         match result {
             Ok(r) => {
-                self.count(format!("{what}: {:?}", r.status));
+                if r.entity_failures.is_empty() {
+                    self.count(format!("{what}: {:?}", r.status));
+                } else {
+                    let kinds: Vec<String> = r
+                        .entity_failures
+                        .iter()
+                        .map(|f| {
+                            format!(
+                                "{:?} {}",
+                                f.failure.kind,
+                                f.failure.sqlstate.as_deref().unwrap_or("-")
+                            )
+                        })
+                        .collect();
+                    self.count(format!("{what}: {:?} ({})", r.status, kinds.join(", ")));
+                }
                 if !r.dry_run {
                     self.results.lock().expect("results").insert(
                         r.run_id,
@@ -436,10 +453,15 @@ pub async fn insert_rows(world: &World, rng: &mut Rng, t: usize, n: i64) {
 // ---------------------------------------------------------------------------
 // The operations.
 
-/// A random id of table `t` (it may have been deleted).
+/// A random id of table `t` (it may have been deleted): seven times in ten
+/// one of the 100 newest, where live rows are.
 fn pick(world: &World, rng: &mut Rng, t: usize) -> i64 {
     let max = world.max_ids[t].load(Ordering::SeqCst).max(1);
-    rng.below(max as u64) as i64 + 1
+    if rng.chance(70) {
+        (max - rng.below(100) as i64).max(1)
+    } else {
+        rng.below(max as u64) as i64 + 1
+    }
 }
 
 async fn pause(rng: &mut Rng, max_ms: u64) {
