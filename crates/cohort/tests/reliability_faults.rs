@@ -438,3 +438,152 @@ async fn killing_the_sweeping_process_mid_run_loses_nothing() {
     }
     recover_and_check(&world, &format!("R2 kill -9, {rounds} rounds, seed {seed}")).await;
 }
+
+/// Finds `name` on `PATH` or under `/usr/lib/postgresql/*/bin`.
+fn pg_binary(name: &str) -> std::path::PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let mut versions: Vec<std::path::PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| d.flatten().map(|e| e.path().join("bin")).collect())
+        .unwrap_or_default();
+    versions.sort();
+    versions.reverse();
+    on_path
+        .into_iter()
+        .chain(versions)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("no {name} on PATH or under /usr/lib/postgresql"))
+}
+
+/// `pg_ctl restart -m immediate` of the private cluster in `dir` (as the
+/// `postgres` user when this process is root, as `cohort-testdb` starts it).
+fn restart_immediately(dir: &std::path::Path) {
+    let pg_ctl = pg_binary("pg_ctl");
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    let mut cmd = if root {
+        let mut c = std::process::Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(&pg_ctl);
+        c
+    } else {
+        std::process::Command::new(&pg_ctl)
+    };
+    let out = cmd
+        .arg("-D")
+        .arg(dir.join("data"))
+        .arg("-l")
+        .arg(dir.join("log"))
+        .args(["-m", "immediate", "-w", "-t", "60", "restart"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("pg_ctl");
+    assert!(
+        out.status.success(),
+        "pg_ctl restart failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// contract: R2, X4, A11
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarting_the_server_mid_run_loses_nothing() {
+    // The restart needs a cluster of its own: run this test again in a child
+    // process on a private throwaway cluster (cohort-testdb), so no other
+    // test shares the server it restarts.
+    if std::env::var_os("COHORT_REL_RESTART_CHILD").is_none() {
+        let status = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "restarting_the_server_mid_run_loses_nothing",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("COHORT_REL_RESTART_CHILD", "1")
+            .env(cohort_testdb::FORCE_PRIVATE_CLUSTER_VAR, "1")
+            .status()
+            .expect("child");
+        assert!(
+            status.success(),
+            "the restart test failed in its child process"
+        );
+        return;
+    }
+    let server = cohort_testdb::Server::shared().await.expect("server");
+    let dir = server
+        .cluster_dir()
+        .expect("a private cluster")
+        .to_path_buf();
+    let seed = seed();
+    let rounds = env_u64("COHORT_RELIABILITY_FAULTS", 3);
+    let world = world(20, options(5)).await;
+    // The private cluster runs with synchronous_commit off (fast tests): an
+    // immediate restart could then lose commits already acknowledged. The
+    // suite checks Cohort, not that setting.
+    world
+        .db
+        .exec("ALTER SYSTEM SET synchronous_commit = on")
+        .await;
+    world.db.exec("SELECT pg_reload_conf()").await;
+    let faulted = sweeper(&world, options(5), &[]).await;
+    let mut rng = Rng::new(seed);
+    let mut interrupted = 0;
+    for round in 0..rounds {
+        load(&world, &mut rng, 150).await;
+        let erase = rng.chance(30);
+        let run = tokio::spawn({
+            let faulted = faulted.clone();
+            let subject = subject(rng.next());
+            async move {
+                if erase {
+                    faulted
+                        .erase(&scope(), Utc::now(), cohort::ErasureRequest::new(subject))
+                        .await
+                } else {
+                    faulted.sweep(&scope(), Utc::now()).await
+                }
+            }
+        });
+        wait_for_progress(&world, &run).await;
+        let d = dir.clone();
+        tokio::task::spawn_blocking(move || restart_immediately(&d))
+            .await
+            .expect("restart");
+        let result = run.await.expect("join");
+        if !matches!(&result, Ok(r) if r.status == RunStatus::Succeeded) {
+            interrupted += 1;
+        }
+        // Its result may name a run whose last ledger writes never happened:
+        // only the tally keeps it.
+        match &result {
+            Ok(r) => world.count(format!("faulted run (server restarted): {:?}", r.status)),
+            Err(e) => world.count(format!(
+                "faulted run (server restarted): error {}",
+                error_kind(e)
+            )),
+        }
+        settle_all(&world).await;
+        let again = faulted.sweep(&scope(), Utc::now()).await;
+        world.record("faulted handle after the restart, run again", &again);
+        let report = check(&world).await;
+        assert!(
+            report.problems.is_empty(),
+            "round {round}: {}",
+            report.problems.join("\n")
+        );
+        // The workload between restarts.
+        run_workload(&world, seed.wrapping_add(round), 2, 60).await;
+    }
+    println!("server restarted mid-run in {interrupted} of {rounds} rounds");
+    assert!(interrupted > 0, "no run was interrupted by a restart");
+    recover_and_check(
+        &world,
+        &format!("R2 server restart, {rounds} rounds, seed {seed}"),
+    )
+    .await;
+}
