@@ -28,27 +28,7 @@ const SWEEPER: &str = "rel-sweeper";
 /// A second handle on the same model, whose connections carry
 /// [`SWEEPER`] and `settings` (name, value), so a fault can pick them out.
 async fn sweeper(world: &World, options: Options, settings: &[(&str, &str)]) -> Cohort {
-    let mut connect = world.db.options().application_name(SWEEPER);
-    if !settings.is_empty() {
-        connect = connect.options(settings.iter().copied());
-    }
-    let role = world.db.engine_role().map(str::to_owned);
-    let pool = PgPoolOptions::new()
-        .max_connections(4)
-        .after_connect(move |conn, _| {
-            let role = role.clone();
-            Box::pin(async move {
-                if let Some(role) = role {
-                    sqlx::query(sqlx::AssertSqlSafe(format!("SET ROLE \"{role}\"")))
-                        .execute(conn)
-                        .await?;
-                }
-                Ok(())
-            })
-        })
-        .connect_with(connect)
-        .await
-        .expect("sweeper pool");
+    let pool = named_pool(&world.db, SWEEPER, settings).await;
     Cohort::builder(pool)
         .options(options)
         .rules(rules())

@@ -36,11 +36,13 @@ async fn a_random_history_of_holds_sweeps_erasures_and_host_deletions_checks_cle
     let ops = env_u64("COHORT_RELIABILITY_OPS", 2_000);
     let workers = env_u64("COHORT_RELIABILITY_WORKERS", 4);
     // Small batches, so a run is many transactions.
-    let world = world(150, options(7)).await;
+    let world = world_with(150, options(7), true).await;
     run_workload(&world, seed, workers, ops).await;
-    // One last real sweep, so the end state is checked after a quiet run too.
+    // One last real sweep, so the end state is checked after a quiet run too,
+    // then every queued delivery is made.
     let mut rng = Rng::new(seed);
     sweep(&world, &mut rng).await;
+    drain(&world).await;
     let report = check(&world).await;
     assert_clean(
         &world,

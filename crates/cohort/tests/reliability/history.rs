@@ -232,6 +232,12 @@ END $$;
 CREATE TRIGGER rel_detail AFTER INSERT ON public.sweep_run_row_detail
     FOR EACH ROW EXECUTE FUNCTION public.rel_detail();
 
+-- Every delivery a row handler made (committed by the handler itself, so it
+-- stays even when the dispatcher crashes right after).
+CREATE TABLE public.rel_delivered (
+    seq bigserial PRIMARY KEY, run_id uuid NOT NULL, entity uuid NOT NULL, record_id text NOT NULL,
+    attempt integer NOT NULL, snapshot text NOT NULL);
+
 CREATE TABLE public.rel_tables (tbl text PRIMARY KEY, entity uuid NOT NULL);
 INSERT INTO public.rel_tables VALUES
     ('rel_notes', 'f0000000-0000-4000-8000-000000000001'),
@@ -239,6 +245,52 @@ INSERT INTO public.rel_tables VALUES
     ('rel_contacts', 'f0000000-0000-4000-8000-000000000003'),
     ('rel_users', 'f0000000-0000-4000-8000-000000000004');
 "#;
+
+// ---------------------------------------------------------------------------
+// The row handler: captures the record id, delivers by recording itself.
+
+/// Registered on notes (purge) and contacts (anonymise) when the world has
+/// handlers. Each delivery pauses a little on both sides of its own
+/// committed insert into `rel_delivered`, so a crash can land mid-delivery.
+#[derive(Clone)]
+pub struct Recorder {
+    pool: sqlx::PgPool,
+}
+
+impl cohort::handlers::RowHandler for Recorder {
+    type Snapshot = String;
+
+    fn capture(
+        &self,
+        row: &cohort::handlers::CapturedRow,
+    ) -> Result<String, cohort::handlers::HandlerError> {
+        Ok(row.record_id().to_owned())
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        ctx: &'a cohort::handlers::HandlerContext,
+        snapshot: String,
+    ) -> cohort::BoxFuture<'a, Result<(), cohort::handlers::HandlerError>> {
+        Box::pin(async move {
+            let ms = (ctx.record_id.len() as u64 * 7 + u64::from(ctx.attempt) * 3) % 8;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            sqlx::query(
+                "INSERT INTO public.rel_delivered (run_id, entity, record_id, attempt, snapshot) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(ctx.run_id)
+            .bind(ctx.entity_id)
+            .bind(&ctx.record_id)
+            .bind(ctx.attempt as i32)
+            .bind(&snapshot)
+            .execute(&self.pool)
+            .await?;
+            tokio::time::sleep(Duration::from_millis(8 - ms)).await;
+            Ok(())
+        })
+    }
+}
 
 // ---------------------------------------------------------------------------
 // A seeded generator (splitmix64): no dependency, same sequence everywhere.
@@ -304,6 +356,13 @@ pub struct World {
     pub tally: Mutex<BTreeMap<String, u64>>,
     /// What each non-dry run returned: run id → (entity id → affected).
     pub results: Mutex<BTreeMap<Uuid, BTreeMap<Uuid, u64>>>,
+    /// Whether notes and contacts have a row handler (and the workload
+    /// dispatches, with crashes).
+    pub handlers: bool,
+    /// A second handle with the same model and handlers, whose connections
+    /// are named `rel-dispatcher`, for the dispatcher (so a fault can pick
+    /// out its backends).
+    pub dispatching: Option<Cohort>,
 }
 
 impl World {
@@ -383,15 +442,51 @@ pub fn options(batch_size: u32) -> Options {
 /// A fresh database with Cohort's tables, the host tables, the logs, `rows`
 /// rows per table, and a handle on the engine's pool.
 pub async fn world(rows: i64, options: Options) -> Arc<World> {
+    world_with(rows, options, false).await
+}
+
+/// [`world`], with a row handler on notes and contacts when `handlers`
+/// (claims then expire after 1 s, so crashed deliveries come back quickly).
+pub async fn world_with(rows: i64, options: Options, handlers: bool) -> Arc<World> {
     let (db, _) = common::db_with_cohort("public").await;
     db.exec(SCHEMA).await;
-    let builder = Cohort::builder(db.engine_pool().clone())
-        .options(options)
+    let options = if handlers {
+        Options {
+            claim_timeout: Duration::from_secs(1),
+            max_attempts: cohort::MAX_ATTEMPTS,
+            ..options
+        }
+    } else {
+        options
+    };
+    let mut builder = Cohort::builder(db.engine_pool().clone())
+        .options(options.clone())
         .rules(rules())
         .entity::<RelNote>()
         .entity::<RelTicket>()
         .entity::<RelContact>()
         .entity::<RelUser>();
+    let mut dispatching = None;
+    if handlers {
+        let recorder = Recorder {
+            pool: db.pool().clone(),
+        };
+        builder = builder
+            .row_handler::<RelNote, _>(recorder.clone())
+            .row_handler::<RelContact, _>(recorder.clone());
+        let pool = named_pool(&db, "rel-dispatcher", &[]).await;
+        dispatching = Some(
+            Cohort::builder(pool)
+                .options(options.clone())
+                .rules(rules())
+                .entity::<RelNote>()
+                .entity::<RelTicket>()
+                .entity::<RelContact>()
+                .entity::<RelUser>()
+                .row_handler::<RelNote, _>(recorder.clone())
+                .row_handler::<RelContact, _>(recorder),
+        );
+    }
     common::grant_engine(&db, &builder).await;
     // Host deletions run the host's own DELETE on the engine's connection.
     common::grant_host(
@@ -400,18 +495,50 @@ pub async fn world(rows: i64, options: Options) -> Arc<World> {
     )
     .await;
     let cohort = builder.build().await.expect("model");
+    let dispatching = match dispatching {
+        Some(b) => Some(b.build().await.expect("dispatching handle")),
+        None => None,
+    };
     let world = Arc::new(World {
         db,
         cohort,
         max_ids: [0, 0, 0, 0].map(AtomicI64::new),
         tally: Mutex::new(BTreeMap::new()),
         results: Mutex::new(BTreeMap::new()),
+        handlers,
+        dispatching,
     });
     let mut rng = Rng::new(rows as u64);
     for t in 0..4 {
         insert_rows(&world, &mut rng, t, rows).await;
     }
     world
+}
+
+/// A pool on `db` whose connections carry `application_name` = `name` and
+/// `settings`, acting as the engine's role when there is one.
+pub async fn named_pool(db: &TestDb, name: &str, settings: &[(&str, &str)]) -> sqlx::PgPool {
+    let mut connect = db.options().application_name(name);
+    if !settings.is_empty() {
+        connect = connect.options(settings.iter().copied());
+    }
+    let role = db.engine_role().map(str::to_owned);
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .after_connect(move |conn, _| {
+            let role = role.clone();
+            Box::pin(async move {
+                if let Some(role) = role {
+                    sqlx::query(sqlx::AssertSqlSafe(format!("SET ROLE \"{role}\"")))
+                        .execute(conn)
+                        .await?;
+                }
+                Ok(())
+            })
+        })
+        .connect_with(connect)
+        .await
+        .expect("named pool")
 }
 
 /// Inserts `n` rows into table `t`: three in four expired, the rest fresh.
@@ -632,6 +759,76 @@ pub async fn insert(world: &World, rng: &mut Rng) {
     world.count("insert rows");
 }
 
+/// One pass of the dispatcher; two times in five it crashes mid-way (the
+/// task is aborted after 0 to 12 ms, dropping its connections, or its
+/// backends are terminated).
+pub async fn dispatch(world: &World, rng: &mut Rng) {
+    let Some(handle) = &world.dispatching else {
+        return insert(world, rng).await;
+    };
+    let dispatcher = handle.dispatcher();
+    let pass = tokio::spawn(async move { dispatcher.run_once().await });
+    if rng.chance(40) {
+        pause(rng, 12).await;
+        if rng.chance(50) {
+            pass.abort();
+            let _ = pass.await;
+            world.count("dispatch: crashed (task aborted)");
+        } else {
+            let _: i64 = sqlx::query_scalar(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND application_name = 'rel-dispatcher'",
+            )
+            .fetch_one(world.db.pool())
+            .await
+            .expect("terminate");
+            let r = pass.await.expect("join");
+            world.count(match r {
+                Ok(_) => "dispatch: backend terminated, pass ended".to_owned(),
+                Err(e) => format!("dispatch: backend terminated, {}", error_kind(&e)),
+            });
+        }
+        return;
+    }
+    match pass.await.expect("join") {
+        Ok(report) => {
+            world.count("dispatch: pass");
+            if report.reclaimed > 0 {
+                world.count(format!("dispatch: reclaimed {}", report.reclaimed.min(5)));
+            }
+        }
+        Err(e) => world.count(format!("dispatch: {}", error_kind(&e))),
+    }
+}
+
+/// Runs the dispatcher until no delivery is pending or in flight (crashed
+/// claims expire after the claim timeout, then come back).
+pub async fn drain(world: &World) {
+    if !world.handlers {
+        return;
+    }
+    for _ in 0..600 {
+        world
+            .cohort
+            .dispatcher()
+            .run_once()
+            .await
+            .expect("dispatch");
+        let open: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM public.sweep_row_handler_status \
+             WHERE state IN ('Pending', 'InFlight')",
+        )
+        .fetch_one(world.db.pool())
+        .await
+        .expect("queue");
+        if open == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the handler queue never drained");
+}
+
 /// One random operation, after a random pause of up to 3 ms.
 pub async fn random_op(world: &World, rng: &mut Rng) {
     pause(rng, 3).await;
@@ -641,7 +838,8 @@ pub async fn random_op(world: &World, rng: &mut Rng) {
         25..35 => remove_hold(world, rng).await,
         35..50 => sweep(world, rng).await,
         50..62 => erase(world, rng).await,
-        62..80 => host_delete(world, rng).await,
+        62..78 => host_delete(world, rng).await,
+        78..88 => dispatch(world, rng).await,
         _ => insert(world, rng).await,
     }
 }
@@ -676,6 +874,9 @@ pub struct Report {
     pub held_rows_judged: i64,
     pub runs: BTreeMap<String, i64>,
     pub details: i64,
+    pub queued: i64,
+    pub deliveries: i64,
+    pub redelivered: i64,
     pub problems: Vec<String>,
 }
 
@@ -847,6 +1048,70 @@ pub async fn check(world: &World) -> Report {
         .await,
     ));
 
+    // 5. Row handlers (when registered): every change of a handled type has
+    //    one delivery per handler queued, each was made at least once, only
+    //    for changes that committed, with the payload captured for it.
+    if world.handlers {
+        problems.extend(problem(
+            "a change of a handled type without exactly one queued delivery",
+            rows_of(
+                db,
+                "SELECT format('%s %s %s (xid %s): %s queued', m.tbl, m.id, m.op, m.xid, \
+                    (SELECT count(*) FROM public.sweep_row_handler_status w \
+                     JOIN public.rel_detail d ON d.run_id = w.run_id AND d.entity = w.retained_entity_id \
+                          AND d.record_id = w.record_id \
+                     WHERE d.xid = m.xid AND d.entity = t.entity AND d.record_id = m.id::text)) \
+                 FROM public.rel_log m JOIN public.rel_tables t ON t.tbl = m.tbl \
+                 WHERE m.source = 'cohort' AND m.tbl IN ('rel_notes', 'rel_contacts') \
+                   AND (SELECT count(*) FROM public.sweep_row_handler_status w \
+                     JOIN public.rel_detail d ON d.run_id = w.run_id AND d.entity = w.retained_entity_id \
+                          AND d.record_id = w.record_id \
+                     WHERE d.xid = m.xid AND d.entity = t.entity AND d.record_id = m.id::text) <> 1",
+            )
+            .await,
+        ));
+        problems.extend(problem(
+            "a queued delivery that did not succeed",
+            rows_of(
+                db,
+                "SELECT format('%s %s: %s after %s attempts', retained_entity_id, record_id, state, attempts) \
+                 FROM public.sweep_row_handler_status WHERE state <> 'Succeeded'",
+            )
+            .await,
+        ));
+        problems.extend(problem(
+            "a succeeded delivery the handler never made",
+            rows_of(
+                db,
+                "SELECT format('run %s %s %s', w.run_id, w.retained_entity_id, w.record_id) \
+                 FROM public.sweep_row_handler_status w \
+                 WHERE NOT EXISTS (SELECT 1 FROM public.rel_delivered x WHERE x.run_id = w.run_id \
+                                   AND x.entity = w.retained_entity_id AND x.record_id = w.record_id)",
+            )
+            .await,
+        ));
+        problems.extend(problem(
+            "a delivery for no queued change, or with another row's payload",
+            rows_of(
+                db,
+                "SELECT format('run %s %s %s attempt %s (snapshot %s)', x.run_id, x.entity, x.record_id, \
+                    x.attempt, x.snapshot) \
+                 FROM public.rel_delivered x \
+                 WHERE x.snapshot <> x.record_id OR NOT EXISTS (SELECT 1 FROM public.sweep_row_handler_status w \
+                     WHERE w.run_id = x.run_id AND w.retained_entity_id = x.entity AND w.record_id = x.record_id)",
+            )
+            .await,
+        ));
+        report.deliveries = scalar(db, "SELECT count(*) FROM public.rel_delivered").await;
+        report.redelivered = scalar(
+            db,
+            "SELECT count(*) FROM (SELECT 1 FROM public.rel_delivered \
+             GROUP BY run_id, entity, record_id HAVING count(*) > 1) x",
+        )
+        .await;
+        report.queued = scalar(db, "SELECT count(*) FROM public.sweep_row_handler_status").await;
+    }
+
     for (k, n) in sqlx::query_as::<_, (String, i64)>(
         "SELECT tbl || ' ' || op || ' by ' || source, count(*) FROM public.rel_log GROUP BY 1 ORDER BY 1",
     )
@@ -909,6 +1174,12 @@ pub fn assert_clean(world: &World, report: &Report, label: &str) {
         "holds created {}, removed {}, distinct held rows judged {}, row details {}",
         report.holds_created, report.holds_removed, report.held_rows_judged, report.details
     );
+    if world.handlers {
+        println!(
+            "handler deliveries queued {}, made {}, rows delivered more than once {}",
+            report.queued, report.deliveries, report.redelivered
+        );
+    }
     assert!(
         report.problems.is_empty(),
         "{label}: the checker found problems:\n{}",
