@@ -29,13 +29,7 @@ const SWEEPER: &str = "rel-sweeper";
 /// [`SWEEPER`] and `settings` (name, value), so a fault can pick them out.
 async fn sweeper(world: &World, options: Options, settings: &[(&str, &str)]) -> Cohort {
     let pool = named_pool(&world.db, SWEEPER, settings).await;
-    Cohort::builder(pool)
-        .options(options)
-        .rules(rules())
-        .entity::<RelNote>()
-        .entity::<RelTicket>()
-        .entity::<RelContact>()
-        .entity::<RelUser>()
+    model(Cohort::builder(pool).options(options).rules(rules()))
         .build()
         .await
         .expect("sweeper handle")
@@ -88,7 +82,7 @@ async fn wait_for_progress(world: &World, done: &tokio::task::JoinHandle<impl Si
 
 /// Expired rows for every table, so a sweep takes many batches.
 async fn load(world: &World, rng: &mut Rng, rows: i64) {
-    for t in 0..4 {
+    for t in 0..N {
         insert_rows(world, rng, t, rows).await;
     }
 }
@@ -205,6 +199,8 @@ CREATE TRIGGER rel_slow BEFORE UPDATE OR DELETE ON public.rel_tickets
 CREATE TRIGGER rel_slow BEFORE UPDATE OR DELETE ON public.rel_contacts
     FOR EACH ROW EXECUTE FUNCTION public.rel_slow();
 CREATE TRIGGER rel_slow BEFORE UPDATE OR DELETE ON public.rel_users
+    FOR EACH ROW EXECUTE FUNCTION public.rel_slow();
+CREATE TRIGGER rel_slow BEFORE UPDATE OR DELETE ON public.rel_cases
     FOR EACH ROW EXECUTE FUNCTION public.rel_slow();
 "#;
 
@@ -362,13 +358,7 @@ async fn child_sweeper_process() {
         .connect_with(server.options_for(&name).application_name(SWEEPER))
         .await
         .expect("child pool");
-    let cohort = Cohort::builder(pool)
-        .options(options(3))
-        .rules(rules())
-        .entity::<RelNote>()
-        .entity::<RelTicket>()
-        .entity::<RelContact>()
-        .entity::<RelUser>()
+    let cohort = model(Cohort::builder(pool).options(options(3)).rules(rules()))
         .build()
         .await
         .expect("child handle");

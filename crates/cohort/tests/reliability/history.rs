@@ -29,6 +29,7 @@ pub const NOTES: u128 = 0xf0000000_0000_4000_8000_000000000001;
 pub const TICKETS: u128 = 0xf0000000_0000_4000_8000_000000000002;
 pub const CONTACTS: u128 = 0xf0000000_0000_4000_8000_000000000003;
 pub const USERS: u128 = 0xf0000000_0000_4000_8000_000000000004;
+pub const CASES: u128 = 0xf0000000_0000_4000_8000_000000000005;
 
 #[allow(dead_code, reason = "mirror the tables; Cohort reads the descriptors")]
 mod model {
@@ -97,16 +98,55 @@ mod model {
         #[cohort(erasure_subject)]
         user_id: Uuid,
     }
+
+    /// A custom anonymiser: it needs each row's value.
+    pub struct Scramble;
+    impl cohort::Anonymiser for Scramble {
+        fn anonymise(original: Option<&str>) -> Option<String> {
+            original.map(|o| format!("scrambled-{}", o.len()))
+        }
+    }
+
+    /// Anonymised by a custom anonymiser (locked batches) by sweeps.
+    #[derive(cohort::Retained)]
+    #[cohort(
+        category = "rel-cases",
+        anchor = "created_at",
+        id = "f0000000-0000-4000-8000-000000000005",
+        table = "rel_cases"
+    )]
+    pub struct RelCase {
+        id: i64,
+        tenant_id: Uuid,
+        created_at: DateTime<Utc>,
+        anonymised_at: Option<DateTime<Utc>>,
+        #[cohort(anonymise_with = Scramble)]
+        reference: String,
+    }
 }
 pub use model::*;
 
+/// Registers the suite's five types on `builder`.
+pub fn model(builder: cohort::CohortBuilder) -> cohort::CohortBuilder {
+    builder
+        .entity::<RelNote>()
+        .entity::<RelTicket>()
+        .entity::<RelContact>()
+        .entity::<RelUser>()
+        .entity::<RelCase>()
+}
+
 /// The host tables, in a fixed order, with their retained-entity ids.
-pub const TABLES: [(&str, u128); 4] = [
+pub const TABLES: [(&str, u128); N] = [
     ("rel_notes", NOTES),
     ("rel_tickets", TICKETS),
     ("rel_contacts", CONTACTS),
     ("rel_users", USERS),
+    ("rel_cases", CASES),
 ];
+
+/// How many host tables.
+pub const N: usize = 5;
 
 pub fn tenant() -> Uuid {
     Uuid::from_u128(0x2222_2222_2222_2222_2222_2222_2222_2222)
@@ -146,6 +186,11 @@ pub fn rules() -> TestRules {
             Capabilities::only(Strategy::Purge),
             rule(Strategy::Purge),
         )
+        .with(
+            "rel-cases",
+            Capabilities::only(Strategy::Anonymise),
+            rule(Strategy::Anonymise),
+        )
 }
 
 /// The tables, the mutation log, the hold commit-order record and the
@@ -160,6 +205,8 @@ CREATE TABLE public.rel_contacts (id bigint PRIMARY KEY, tenant_id uuid NOT NULL
     created_at timestamptz NOT NULL, anonymised_at timestamptz, email text);
 CREATE TABLE public.rel_users (id bigint PRIMARY KEY, tenant_id uuid NOT NULL,
     created_at timestamptz NOT NULL, user_id uuid NOT NULL);
+CREATE TABLE public.rel_cases (id bigint PRIMARY KEY, tenant_id uuid NOT NULL,
+    created_at timestamptz NOT NULL, anonymised_at timestamptz, reference text NOT NULL);
 
 -- Every committed mutation of a host row, with its transaction id. It is
 -- written in the mutating transaction, so it exists exactly when that
@@ -194,6 +241,8 @@ CREATE TRIGGER rel_log AFTER UPDATE OR DELETE ON public.rel_tickets
 CREATE TRIGGER rel_log AFTER UPDATE OR DELETE ON public.rel_contacts
     FOR EACH ROW EXECUTE FUNCTION public.rel_log_mutation();
 CREATE TRIGGER rel_log AFTER UPDATE OR DELETE ON public.rel_users
+    FOR EACH ROW EXECUTE FUNCTION public.rel_log_mutation();
+CREATE TRIGGER rel_log AFTER UPDATE OR DELETE ON public.rel_cases
     FOR EACH ROW EXECUTE FUNCTION public.rel_log_mutation();
 
 -- Each hold's creation and removal, with the snapshot taken by a deferred
@@ -243,7 +292,8 @@ INSERT INTO public.rel_tables VALUES
     ('rel_notes', 'f0000000-0000-4000-8000-000000000001'),
     ('rel_tickets', 'f0000000-0000-4000-8000-000000000002'),
     ('rel_contacts', 'f0000000-0000-4000-8000-000000000003'),
-    ('rel_users', 'f0000000-0000-4000-8000-000000000004');
+    ('rel_users', 'f0000000-0000-4000-8000-000000000004'),
+    ('rel_cases', 'f0000000-0000-4000-8000-000000000005');
 "#;
 
 // ---------------------------------------------------------------------------
@@ -352,7 +402,7 @@ pub struct World {
     pub db: TestDb,
     pub cohort: Cohort,
     /// The highest id given out per table (ids 1..=max, some deleted).
-    pub max_ids: [AtomicI64; 4],
+    pub max_ids: [AtomicI64; N],
     pub tally: Mutex<BTreeMap<String, u64>>,
     /// What each non-dry run returned: run id → (entity id → affected).
     pub results: Mutex<BTreeMap<Uuid, BTreeMap<Uuid, u64>>>,
@@ -459,13 +509,11 @@ pub async fn world_with(rows: i64, options: Options, handlers: bool) -> Arc<Worl
     } else {
         options
     };
-    let mut builder = Cohort::builder(db.engine_pool().clone())
-        .options(options.clone())
-        .rules(rules())
-        .entity::<RelNote>()
-        .entity::<RelTicket>()
-        .entity::<RelContact>()
-        .entity::<RelUser>();
+    let mut builder = model(
+        Cohort::builder(db.engine_pool().clone())
+            .options(options.clone())
+            .rules(rules()),
+    );
     let mut dispatching = None;
     if handlers {
         let recorder = Recorder {
@@ -476,22 +524,21 @@ pub async fn world_with(rows: i64, options: Options, handlers: bool) -> Arc<Worl
             .row_handler::<RelContact, _>(recorder.clone());
         let pool = named_pool(&db, "rel-dispatcher", &[]).await;
         dispatching = Some(
-            Cohort::builder(pool)
-                .options(options.clone())
-                .rules(rules())
-                .entity::<RelNote>()
-                .entity::<RelTicket>()
-                .entity::<RelContact>()
-                .entity::<RelUser>()
-                .row_handler::<RelNote, _>(recorder.clone())
-                .row_handler::<RelContact, _>(recorder),
+            model(
+                Cohort::builder(pool)
+                    .options(options.clone())
+                    .rules(rules()),
+            )
+            .row_handler::<RelNote, _>(recorder.clone())
+            .row_handler::<RelContact, _>(recorder),
         );
     }
     common::grant_engine(&db, &builder).await;
     // Host deletions run the host's own DELETE on the engine's connection.
     common::grant_host(
         &db,
-        "DELETE, SELECT ON public.rel_notes, public.rel_tickets, public.rel_contacts, public.rel_users",
+        "DELETE, SELECT ON public.rel_notes, public.rel_tickets, public.rel_contacts, public.rel_users, \
+         public.rel_cases",
     )
     .await;
     let cohort = builder.build().await.expect("model");
@@ -502,14 +549,14 @@ pub async fn world_with(rows: i64, options: Options, handlers: bool) -> Arc<Worl
     let world = Arc::new(World {
         db,
         cohort,
-        max_ids: [0, 0, 0, 0].map(AtomicI64::new),
+        max_ids: [0; N].map(AtomicI64::new),
         tally: Mutex::new(BTreeMap::new()),
         results: Mutex::new(BTreeMap::new()),
         handlers,
         dispatching,
     });
     let mut rng = Rng::new(rows as u64);
-    for t in 0..4 {
+    for t in 0..N {
         insert_rows(&world, &mut rng, t, rows).await;
     }
     world
@@ -560,6 +607,10 @@ pub async fn insert_rows(world: &World, rng: &mut Rng, t: usize, n: i64) {
             "INSERT INTO public.rel_contacts (id, tenant_id, created_at, email) \
              SELECT g, $3, now() - {age}, 'e' || g FROM generate_series($1::int8, $2::int8) g"
         ),
+        "rel_cases" => format!(
+            "INSERT INTO public.rel_cases (id, tenant_id, created_at, reference) \
+             SELECT g, $3, now() - {age}, 'ref-' || g FROM generate_series($1::int8, $2::int8) g"
+        ),
         _ => format!(
             "INSERT INTO public.rel_users SELECT g, $3, now() - {age}, \
              ('aaaa0000-0000-4000-8000-' || lpad(((g + $5) % {SUBJECTS})::text, 12, '0'))::uuid \
@@ -601,7 +652,7 @@ async fn pause(rng: &mut Rng, max_ms: u64) {
 /// A hold through the API, on a connection of its own or inside a caller's
 /// transaction that lingers (holding the fence) and sometimes rolls back.
 pub async fn hold_api(world: &World, rng: &mut Rng) {
-    let t = rng.below(4) as usize;
+    let t = rng.below(N as u64) as usize;
     let id = pick(world, rng, t);
     let request = HoldRequest::new(
         Uuid::from_u128(TABLES[t].1),
@@ -637,7 +688,7 @@ pub async fn hold_api(world: &World, rng: &mut Rng) {
 
 /// A hold inserted with plain SQL (the DDL's trigger takes the fence).
 pub async fn hold_sql(world: &World, rng: &mut Rng) {
-    let t = rng.below(4) as usize;
+    let t = rng.below(N as u64) as usize;
     let id = pick(world, rng, t);
     let mut conn = world.db.connect().await;
     let mut tx = sqlx::Connection::begin(&mut conn).await.expect("begin");
@@ -714,7 +765,7 @@ pub async fn erase(world: &World, rng: &mut Rng) {
 /// A host deletion of one to three rows of one table through the deletion
 /// service; the callback marks its transaction as the host's.
 pub async fn host_delete(world: &World, rng: &mut Rng) {
-    let t = rng.below(4) as usize;
+    let t = rng.below(N as u64) as usize;
     let n = rng.below(3) + 1;
     let mut ids: Vec<i64> = (0..n).map(|_| pick(world, rng, t)).collect();
     ids.sort_unstable();
@@ -753,7 +804,7 @@ pub async fn host_delete(world: &World, rng: &mut Rng) {
 }
 
 pub async fn insert(world: &World, rng: &mut Rng) {
-    let t = rng.below(4) as usize;
+    let t = rng.below(N as u64) as usize;
     let n = rng.below(5) as i64 + 1;
     insert_rows(world, rng, t, n).await;
     world.count("insert rows");
