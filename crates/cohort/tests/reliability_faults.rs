@@ -344,18 +344,19 @@ async fn a_lock_timeout_firing_inside_a_batch_or_at_the_fence_loses_nothing() {
     .await;
 }
 
-/// The child side of the SIGKILL test: when `COHORT_REL_CHILD_DB` names a
-/// database, sweeps it with tiny batches until killed. Otherwise does
+/// The child side of the SIGKILL test: when `COHORT_REL_CHILD_URL` names a
+/// database (on the parent's server, which may be the parent's private
+/// cluster), sweeps it with tiny batches until killed. Otherwise does
 /// nothing (it is run as a child process by the test below).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn child_sweeper_process() {
-    let Ok(name) = std::env::var("COHORT_REL_CHILD_DB") else {
+    let Ok(url) = std::env::var("COHORT_REL_CHILD_URL") else {
         return;
     };
-    let server = cohort_testdb::Server::shared().await.expect("server");
+    let connect: sqlx::postgres::PgConnectOptions = url.parse().expect("the parent's URL");
     let pool = PgPoolOptions::new()
         .max_connections(2)
-        .connect_with(server.options_for(&name).application_name(SWEEPER))
+        .connect_with(connect.application_name(SWEEPER))
         .await
         .expect("child pool");
     let cohort = model(Cohort::builder(pool).options(options(3)).rules(rules()))
@@ -385,7 +386,7 @@ async fn killing_the_sweeping_process_mid_run_loses_nothing() {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env("COHORT_REL_CHILD_DB", world.db.name())
+            .env("COHORT_REL_CHILD_URL", world.db.url())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
