@@ -211,9 +211,12 @@ CREATE TABLE public.rel_cases (id bigint PRIMARY KEY, tenant_id uuid NOT NULL,
 -- Every committed mutation of a host row, with its transaction id. It is
 -- written in the mutating transaction, so it exists exactly when that
 -- transaction committed.
+-- stmt_ts is the mutating statement's statement_timestamp(), the clock
+-- Cohort judges a hold's expiry by (H3).
 CREATE TABLE public.rel_log (
     seq bigserial PRIMARY KEY, xid xid8 NOT NULL, tbl text NOT NULL, id bigint NOT NULL,
-    op text NOT NULL, source text NOT NULL);
+    op text NOT NULL, source text NOT NULL,
+    stmt_ts timestamptz NOT NULL DEFAULT statement_timestamp());
 CREATE FUNCTION public.rel_log_mutation() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -654,13 +657,18 @@ async fn pause(rng: &mut Rng, max_ms: u64) {
 pub async fn hold_api(world: &World, rng: &mut Rng) {
     let t = rng.below(N as u64) as usize;
     let id = pick(world, rng, t);
-    let request = HoldRequest::new(
+    let mut request = HoldRequest::new(
         Uuid::from_u128(TABLES[t].1),
         id.to_string(),
         Some(tenant()),
         "reliability",
         Utc::now(),
     );
+    // One hold in five expires within 100 ms.
+    if rng.chance(20) {
+        let ms = rng.below(100) as i64 + 1;
+        request = request.expires_at(Utc::now() + chrono::TimeDelta::milliseconds(ms));
+    }
     let mut conn = world.db.connect_engine().await;
     if rng.chance(50) {
         let r = world.cohort.holds().create(&mut conn, request).await;
@@ -692,14 +700,22 @@ pub async fn hold_sql(world: &World, rng: &mut Rng) {
     let id = pick(world, rng, t);
     let mut conn = world.db.connect().await;
     let mut tx = sqlx::Connection::begin(&mut conn).await.expect("begin");
+    // One hold in five expires within 100 ms.
+    let expires_ms = if rng.chance(20) {
+        Some(rng.below(100) as i64 + 1)
+    } else {
+        None
+    };
     let r = sqlx::query(
         "INSERT INTO public.retention_holds \
-         (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
-         VALUES (gen_random_uuid(), $1, $2, $3, 'reliability (sql)', now())",
+         (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at, expires_at) \
+         VALUES (gen_random_uuid(), $1, $2, $3, 'reliability (sql)', now(), \
+                 clock_timestamp() + $4 * interval '1 millisecond')",
     )
     .bind(Uuid::from_u128(TABLES[t].1))
     .bind(id.to_string())
     .bind(tenant())
+    .bind(expires_ms)
     .execute(&mut *tx)
     .await;
     pause(rng, 3).await;
@@ -922,6 +938,7 @@ pub struct Report {
     pub mutations: BTreeMap<String, i64>,
     pub holds_created: i64,
     pub holds_removed: i64,
+    pub holds_expiring: i64,
     pub held_rows_judged: i64,
     pub runs: BTreeMap<String, i64>,
     pub details: i64,
@@ -972,6 +989,7 @@ pub async fn check(world: &World) -> Report {
                   AND h.record_id = m.id::text AND h.tenant_id IS NOT DISTINCT FROM $$TENANT$$::uuid \
              JOIN public.rel_hold_commit c ON c.hold_id = h.hold_id AND c.op = 'create' \
              WHERE NOT pg_visible_in_snapshot(m.xid, c.snap) \
+               AND (h.expires_at IS NULL OR m.stmt_ts < h.expires_at) \
                AND NOT EXISTS (SELECT 1 FROM public.rel_hold_commit r \
                                WHERE r.hold_id = h.hold_id AND r.op = 'remove' \
                                  AND NOT pg_visible_in_snapshot(m.xid, r.snap)) \
@@ -1187,6 +1205,12 @@ pub async fn check(world: &World) -> Report {
         "SELECT count(*) FROM public.rel_hold_commit WHERE op = 'create'",
     )
     .await;
+    report.holds_expiring = scalar(
+        db,
+        "SELECT count(*) FROM public.retention_holds h JOIN public.rel_hold_commit c \
+         ON c.hold_id = h.hold_id AND c.op = 'create' WHERE h.expires_at IS NOT NULL",
+    )
+    .await;
     report.holds_removed = scalar(
         db,
         "SELECT count(*) FROM public.rel_hold_commit WHERE op = 'remove'",
@@ -1222,8 +1246,12 @@ pub fn assert_clean(world: &World, report: &Report, label: &str) {
         println!("  {n:>6}  {k}");
     }
     println!(
-        "holds created {}, removed {}, distinct held rows judged {}, row details {}",
-        report.holds_created, report.holds_removed, report.held_rows_judged, report.details
+        "holds created {} ({} expiring within 100 ms), removed {}, distinct held rows judged {}, row details {}",
+        report.holds_created,
+        report.holds_expiring,
+        report.holds_removed,
+        report.held_rows_judged,
+        report.details
     );
     if world.handlers {
         println!(
