@@ -896,6 +896,28 @@ pub async fn drain(world: &World) {
     panic!("the handler queue never drained");
 }
 
+/// One occurrence of the scheduled worker, at the current time rounded down
+/// to 200 ms, so that tasks running it at once collide on the same
+/// occurrence (W4: it runs once across replicas).
+pub async fn worker_occurrence(world: &World) {
+    let ms = Utc::now().timestamp_millis();
+    let occurrence =
+        DateTime::<Utc>::from_timestamp_millis(ms - ms.rem_euclid(200)).expect("an occurrence");
+    let worker = world.cohort.worker().tenants(TenantContext::new(tenant()));
+    let r = worker
+        .run_occurrence(occurrence, &cohort::CancellationToken::new())
+        .await;
+    world.count(match r {
+        Ok(report) if report.already_swept => "worker: occurrence already swept".to_owned(),
+        Ok(report) => format!(
+            "worker: occurrence swept, {} passes, {} failed",
+            report.passes.len(),
+            report.failed_passes()
+        ),
+        Err(e) => format!("worker: {}", error_kind(&e)),
+    });
+}
+
 /// One random operation, after a random pause of up to 3 ms.
 pub async fn random_op(world: &World, rng: &mut Rng) {
     pause(rng, 3).await;
@@ -903,10 +925,11 @@ pub async fn random_op(world: &World, rng: &mut Rng) {
         0..15 => hold_api(world, rng).await,
         15..25 => hold_sql(world, rng).await,
         25..35 => remove_hold(world, rng).await,
-        35..50 => sweep(world, rng).await,
-        50..62 => erase(world, rng).await,
-        62..78 => host_delete(world, rng).await,
-        78..88 => dispatch(world, rng).await,
+        35..48 => sweep(world, rng).await,
+        48..60 => erase(world, rng).await,
+        60..76 => host_delete(world, rng).await,
+        76..86 => dispatch(world, rng).await,
+        86..90 => worker_occurrence(world).await,
         _ => insert(world, rng).await,
     }
 }
@@ -1113,6 +1136,19 @@ pub async fn check(world: &World) -> Report {
              UNION ALL \
              SELECT format('summary %s %s %s', run_id, entity_type, status) \
              FROM public.sweep_run_entity_summary WHERE status = 'Running'",
+        )
+        .await,
+    ));
+
+    // W4: each occurrence of the scheduled worker ran once across the tasks
+    //    that ran it at the same time (no run is cancelled in R1).
+    problems.extend(problem(
+        "an occurrence of the scheduled worker swept more than once",
+        rows_of(
+            db,
+            "SELECT format('occurrence %s tenant %s: %s runs', logical_now, tenant_id, count(*)) \
+             FROM public.sweep_run WHERE trigger = 'Scheduled' AND status <> 'Cancelled' \
+             GROUP BY logical_now, tenant_id, dry_run HAVING count(*) > 1",
         )
         .await,
     ));
