@@ -363,9 +363,111 @@ async fn child_sweeper_process() {
         .build()
         .await
         .expect("child handle");
+    // With an occurrence: the scheduled worker sweeps it (then idles).
+    if let Some(ms) = std::env::var("COHORT_REL_CHILD_OCCURRENCE")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        let occurrence = chrono::DateTime::<Utc>::from_timestamp_millis(ms).expect("occurrence");
+        let worker = cohort
+            .worker()
+            .tenants(cohort::TenantContext::new(tenant()));
+        let _ = worker
+            .run_occurrence(occurrence, &cohort::CancellationToken::new())
+            .await;
+        std::future::pending::<()>().await;
+    }
     loop {
         let _ = cohort.sweep(&scope(), Utc::now()).await;
     }
+}
+
+/// Waits until no backend of the faulted side is left (the server noticed
+/// the killed process's connections are gone, releasing its locks).
+async fn wait_for_no_sweeper(world: &World) {
+    for _ in 0..3000 {
+        let left: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name = $1",
+        )
+        .bind(SWEEPER)
+        .fetch_one(world.db.pool())
+        .await
+        .expect("backends");
+        if left == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the killed process's backends never went away");
+}
+
+// contract: R2, W4, X4
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_occurrence_has_its_occurrence_swept_again() {
+    let seed = seed();
+    let rounds = env_u64("COHORT_RELIABILITY_FAULTS", 3);
+    let world = world(20, options(5)).await;
+    let mut rng = Rng::new(seed);
+    let exe = std::env::current_exe().expect("the test binary");
+    for round in 0..rounds {
+        load(&world, &mut rng, 150).await;
+        let ms = Utc::now().timestamp_millis();
+        let occurrence = chrono::DateTime::<Utc>::from_timestamp_millis(ms).expect("occurrence");
+        let mut child = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "child_sweeper_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("COHORT_REL_CHILD_URL", world.db.url())
+            .env("COHORT_REL_CHILD_OCCURRENCE", ms.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("child");
+        let never = tokio::spawn(std::future::pending::<()>());
+        wait_for_progress(&world, &never).await;
+        never.abort();
+        child.kill().expect("kill -9");
+        child.wait().expect("reap");
+        wait_for_no_sweeper(&world).await;
+        // Another replica comes to the same occurrence: the run left
+        // Started by the dead worker does not claim it.
+        let worker = world
+            .cohort
+            .worker()
+            .tenants(cohort::TenantContext::new(tenant()));
+        let report = worker
+            .run_occurrence(occurrence, &cohort::CancellationToken::new())
+            .await
+            .expect("the occurrence");
+        assert!(
+            !report.already_swept,
+            "round {round}: a dead worker's run claimed the occurrence: {report:?}"
+        );
+        assert_eq!(report.failed_passes(), 0, "round {round}: {report:?}");
+        world.count("worker killed mid-occurrence, occurrence swept again");
+        // A third replica finds it swept.
+        let again = worker
+            .run_occurrence(occurrence, &cohort::CancellationToken::new())
+            .await
+            .expect("the occurrence");
+        assert!(again.already_swept, "round {round}: {again:?}");
+        settle_all(&world).await;
+        let report = check(&world).await;
+        assert!(
+            report.problems.is_empty(),
+            "round {round}: {}",
+            report.problems.join("\n")
+        );
+    }
+    recover_and_check(
+        &world,
+        &format!("R2 worker killed, {rounds} rounds, seed {seed}"),
+    )
+    .await;
 }
 
 // contract: R2, X4, A11

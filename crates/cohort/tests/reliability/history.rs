@@ -1141,13 +1141,15 @@ pub async fn check(world: &World) -> Report {
     ));
 
     // W4: each occurrence of the scheduled worker ran once across the tasks
-    //    that ran it at the same time (no run is cancelled in R1).
+    //    that ran it at the same time; only a run cancelled or abandoned by
+    //    its owner (settled with an `Abandoned` failure) lets it run again.
     problems.extend(problem(
         "an occurrence of the scheduled worker swept more than once",
         rows_of(
             db,
             "SELECT format('occurrence %s tenant %s: %s runs', logical_now, tenant_id, count(*)) \
              FROM public.sweep_run WHERE trigger = 'Scheduled' AND status <> 'Cancelled' \
+               AND coalesce(error, '') NOT LIKE '%Abandoned%' \
              GROUP BY logical_now, tenant_id, dry_run HAVING count(*) > 1",
         )
         .await,
