@@ -1298,3 +1298,123 @@ fn an_erasure_subject_matches_exactly_the_rows_whose_column_holds_it_and_never_e
         })
         .expect("property");
 }
+
+// ---------------------------------------------------------------------------
+// Table and column names (against PostgreSQL), through a descriptor built at
+// run time, as the `cohort` command builds its model file's.
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+/// A retained type on table `table` whose columns are `cols` (id bigint,
+/// tenant uuid, anchor timestamptz, email text anonymised to NULL,
+/// anonymised-at timestamptz), field names equal to column names.
+fn odd_descriptor(table: &str, cols: &[String; 5]) -> &'static cohort::model::EntityDescriptor {
+    use cohort::__private as ctor;
+    let [id, tenant, anchor, email, anonymised] = cols.clone().map(|c| leak(&c));
+    let fields = vec![
+        ctor::field_descriptor(id, id, false, "bigint"),
+        ctor::field_descriptor(tenant, tenant, false, "uuid"),
+        ctor::field_descriptor(anchor, anchor, false, "timestamp with time zone"),
+        ctor::field_descriptor(email, email, true, "text"),
+        ctor::field_descriptor(anonymised, anonymised, true, "timestamp with time zone"),
+    ];
+    let anonymise = vec![ctor::anonymised_field(email, ctor::anonymise_null())];
+    Box::leak(Box::new(ctor::entity_descriptor(
+        "OddColumns",
+        ctor::retained("odd-columns", anchor),
+        Some(Uuid::from_u128(0xe0000000_0000_4000_8000_0000000000d1)),
+        leak(table),
+        None,
+        false,
+        Box::leak(fields.into_boxed_slice()),
+        ctor::markers(Some(id), Some(tenant), None, None, Some(anonymised)),
+        Box::leak(anonymise.into_boxed_slice()),
+        &[],
+    )))
+}
+
+// contract: R3
+#[test]
+fn any_table_and_column_names_round_trip_through_holds_and_an_anonymising_sweep() {
+    let rt = runtime();
+    let db = rt.block_on(common::db_with_cohort("public")).0;
+    let rules = TestRules::new().with(
+        "odd-columns",
+        Capabilities::only(Kind::Anonymise),
+        Rule::new(Period::days(30), Kind::Anonymise),
+    );
+    let names = (
+        any_identifier(),
+        prop::collection::btree_set(any_identifier(), 5),
+    );
+    let mut runner = TestRunner::new(config(12));
+    runner
+        .run(&names, |(table, cols)| {
+            let cols: Vec<String> = cols.into_iter().collect();
+            let cols: [String; 5] = cols.try_into().expect("five names");
+            rt.block_on(async {
+                let t = quote_ident(&db, &table).await;
+                let mut q = Vec::new();
+                for c in &cols {
+                    q.push(quote_ident(&db, c).await);
+                }
+                db.exec(&format!(
+                    "CREATE TABLE public.{t} ({} bigint PRIMARY KEY, {} uuid NOT NULL, \
+                       {} timestamptz NOT NULL, {} text, {} timestamptz); \
+                     INSERT INTO public.{t} SELECT g, '{tenant}', now() - interval '40 days', \
+                       'e' || g, NULL FROM generate_series(1, 3) g",
+                    q[0],
+                    q[1],
+                    q[2],
+                    q[3],
+                    q[4],
+                    tenant = tenant()
+                ))
+                .await;
+                let builder = Cohort::builder(db.pool().clone()).rules(rules.clone());
+                let builder =
+                    cohort::__private::register_descriptor(builder, odd_descriptor(&table, &cols));
+                let cohort = builder
+                    .build()
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("{table:?} {cols:?}: {e}")))?;
+                let mut conn = db.connect().await;
+                let entity = Uuid::from_u128(0xe0000000_0000_4000_8000_0000000000d1);
+                let hold = cohort
+                    .holds()
+                    .create(
+                        &mut conn,
+                        HoldRequest::new(entity, "01", Some(tenant()), "prop", Utc::now()),
+                    )
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("{table:?} {cols:?}: {e}")))?;
+                prop_assert_eq!(hold.record_id.as_str(), "1");
+                let result = cohort
+                    .sweep(&scope(), Utc::now())
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("{table:?} {cols:?}: {e}")))?;
+                prop_assert!(result.entity_failures.is_empty(), "{result:?}");
+                prop_assert_eq!(result.affected(), 2);
+                let left: Vec<(i64, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT {id}, {email} IS NOT NULL AND {anon} IS NULL FROM public.{t} ORDER BY 1",
+                    id = q[0],
+                    email = q[3],
+                    anon = q[4]
+                )))
+                .fetch_all(db.pool())
+                .await
+                .expect("rows");
+                prop_assert_eq!(left, vec![(1, true), (2, false), (3, false)]);
+                db.exec(&format!(
+                    "DROP TABLE public.{t}; DELETE FROM public.retention_holds; \
+                     DELETE FROM public.sweep_run_row_detail; DELETE FROM public.sweep_run_entity_summary; \
+                     DELETE FROM public.sweep_run"
+                ))
+                .await;
+                Ok(())
+            })
+        })
+        .expect("property");
+}
