@@ -712,7 +712,7 @@ fn a_hold_spelled_any_way_the_key_type_reads_stores_the_rows_own_text() {
     let rt = runtime();
     let (db, cohort) = rt.block_on(keyed_db());
     for key in KEYS {
-        let mut runner = TestRunner::new(config(25));
+        let mut runner = TestRunner::new(config(20));
         runner
             .run(&value_and_spelling(key), |(value, spelling)| {
                 rt.block_on(async {
@@ -787,7 +787,7 @@ fn any_record_id_gives_a_hold_or_a_typed_refusal_never_a_panic_or_a_raw_database
             ensure_row(&db, key, v).await;
         }
     });
-    let mut runner = TestRunner::new(config(60));
+    let mut runner = TestRunner::new(config(40));
     runner
         .run(
             &(prop::sample::select(KEYS.to_vec()), any_record_id()),
@@ -1111,7 +1111,7 @@ fn a_sweep_with_any_period_at_any_clock_counts_exactly_the_rows_before_the_cutof
 fn building_with_any_options_validates_them_or_works_never_panics() {
     let rt = runtime();
     let (db, _) = rt.block_on(common::db_with_cohort("public"));
-    let mut runner = TestRunner::new(config(40));
+    let mut runner = TestRunner::new(config(30));
     runner
         .run(&any_options(), |mut options| {
             options.schema = "public".into();
@@ -1256,7 +1256,7 @@ fn an_erasure_subject_matches_exactly_the_rows_whose_column_holds_it_and_never_e
         let pool = db.pool().clone();
         (db, cohort, pool)
     });
-    let mut runner = TestRunner::new(config(50));
+    let mut runner = TestRunner::new(config(40));
     runner
         .run(&any_subject(), |subject| {
             rt.block_on(async {
