@@ -129,7 +129,7 @@ fn a_fixed_cutoff_is_now_minus_the_duration_at_microsecond_precision_or_saturate
         .expect("property");
 }
 
-// contract: R3, P2
+// contract: R3
 #[test]
 fn a_longer_calendar_period_never_gives_a_later_cutoff() {
     let mut runner = TestRunner::new(config(2_000));
@@ -159,7 +159,7 @@ fn a_longer_calendar_period_never_gives_a_later_cutoff() {
         .expect("property");
 }
 
-// contract: R3, P3
+// contract: R3, P6
 #[test]
 fn the_effective_period_is_whichever_of_period_and_legal_minimum_reaches_further_back() {
     let mut runner = TestRunner::new(config(2_000));

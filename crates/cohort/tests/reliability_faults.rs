@@ -204,7 +204,7 @@ CREATE TRIGGER rel_slow BEFORE UPDATE OR DELETE ON public.rel_cases
     FOR EACH ROW EXECUTE FUNCTION public.rel_slow();
 "#;
 
-// contract: R2, X1, X5
+// contract: R2, X1
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_timeout_firing_inside_a_batch_loses_nothing() {
     let seed = seed();
@@ -256,7 +256,7 @@ async fn a_statement_timeout_firing_inside_a_batch_loses_nothing() {
     .await;
 }
 
-// contract: R2, E7, X17
+// contract: R2
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_timeout_firing_inside_a_batch_or_at_the_fence_loses_nothing() {
     let seed = seed();

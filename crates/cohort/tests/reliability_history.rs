@@ -28,7 +28,7 @@ mod history;
 
 use history::*;
 
-// contract: R1, H1, H11, DL1, A2, A4, X15
+// contract: R1, H1, H11, DL1, A2, A4, X15, W4, RH3
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_random_history_of_holds_sweeps_erasures_and_host_deletions_checks_clean() {
     let start = std::time::Instant::now();
