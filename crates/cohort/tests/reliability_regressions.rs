@@ -28,7 +28,7 @@ struct LeastNote {
 /// entity's final summary write then failed with 42501: every run ended
 /// `Failed` after its batches had committed, and its summaries stayed
 /// `Running`.
-// contract: SEC1, SEC3, A1, X3
+// contract: SEC1, A1, X3
 #[tokio::test]
 async fn a_sweep_as_the_least_privileged_role_settles_its_summaries() {
     let db = TestDb::least_privileged().await;
