@@ -752,3 +752,127 @@ async fn pg_partman_maintenance_keeps_working_after_cohort_drops_its_partitions(
     db.exec("INSERT INTO public.events VALUES (-1, now(), 'new')")
         .await;
 }
+
+/// A row handler that keeps each row's id.
+struct Keeper;
+
+impl cohort::handlers::RowHandler for Keeper {
+    type Snapshot = String;
+
+    fn capture(
+        &self,
+        row: &cohort::handlers::CapturedRow,
+    ) -> Result<String, cohort::handlers::HandlerError> {
+        Ok(row.record_id().to_owned())
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        _ctx: &'a cohort::handlers::HandlerContext,
+        _snapshot: String,
+    ) -> cohort::BoxFuture<'a, Result<(), cohort::handlers::HandlerError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+// contract: PT1
+#[tokio::test]
+async fn a_type_with_row_handlers_keeps_every_partition_to_the_batches() {
+    let db = setup().await;
+    let cohort = Cohort::builder(db.pool().clone())
+        .rules(rules(false))
+        .entity::<Event>()
+        .row_handler::<Event, _>(Keeper)
+        .build()
+        .await
+        .expect("model");
+    let expired = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM public.events WHERE created_at < '{}'",
+            cutoff()
+        ),
+    )
+    .await;
+    let dry = cohort
+        .sweep_with(&Scope::Tenantless, now(), SweepOptions::default().dry_run())
+        .await
+        .expect("dry run");
+    assert_eq!(
+        plan(&summary(&dry, "Event").partitions, "public.events_2025_01").decision,
+        PartitionDecision::Sweep(SweepReason::RowHandlers),
+        "a dry run plans as the real run will"
+    );
+    let result = cohort
+        .sweep(&Scope::Tenantless, now())
+        .await
+        .expect("sweep");
+    let s = summary(&result, "Event");
+    assert_eq!(
+        plan(&s.partitions, "public.events_2025_01").decision,
+        PartitionDecision::Sweep(SweepReason::RowHandlers)
+    );
+    assert_eq!(s.affected as i64, expired);
+    assert!(exists(&db, "public.events_2025_01").await);
+    // Every row was captured: one row detail with its snapshot each.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM public.sweep_run_row_detail WHERE captured_payload IS NOT NULL"
+        )
+        .await,
+        expired
+    );
+}
+
+// contract: PT1
+#[tokio::test]
+async fn a_drop_postgresql_refuses_rolls_back_and_the_partition_is_swept_row_by_row() {
+    let db = setup().await;
+    // A view on the partition: DROP TABLE fails (2BP01) after the row
+    // details and the count were written in the same transaction.
+    db.exec("CREATE VIEW public.january AS SELECT * FROM public.events_2025_01")
+        .await;
+    let cohort = cohort_on(&db, true, Options::default()).await;
+    let expired = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM public.events WHERE created_at < '{}'",
+            cutoff()
+        ),
+    )
+    .await;
+    let result = cohort
+        .sweep(&Scope::Tenantless, now())
+        .await
+        .expect("sweep");
+    assert_eq!(result.status, RunStatus::Succeeded);
+    let s = summary(&result, "Event");
+    assert_eq!(
+        plan(&s.partitions, "public.events_2025_01").decision,
+        PartitionDecision::Sweep(SweepReason::DropRefused)
+    );
+    assert_eq!(
+        plan(&s.partitions, "public.events_2025_02").decision,
+        PartitionDecision::Drop
+    );
+    assert!(exists(&db, "public.events_2025_01").await);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM public.events_2025_01").await,
+        0
+    );
+    // Counted and detailed once: the rolled-back attempt left nothing.
+    assert_eq!(s.affected as i64, expired);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM public.sweep_run_row_detail").await,
+        expired
+    );
+    let affected: i64 = sqlx::query_scalar(
+        "SELECT affected_count FROM public.sweep_run_entity_summary WHERE run_id = $1",
+    )
+    .bind(result.run_id)
+    .fetch_one(db.pool())
+    .await
+    .expect("summary");
+    assert_eq!(affected, expired);
+}
