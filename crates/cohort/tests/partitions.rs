@@ -876,3 +876,38 @@ async fn a_drop_postgresql_refuses_rolls_back_and_the_partition_is_swept_row_by_
     .expect("summary");
     assert_eq!(affected, expired);
 }
+
+// contract: PT1
+#[tokio::test]
+async fn with_partition_drops_off_every_row_is_swept_and_no_partition_dropped() {
+    let db = setup().await;
+    let cohort = cohort_on(
+        &db,
+        false,
+        Options {
+            partition_drops: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let expired = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM public.events WHERE created_at < '{}'",
+            cutoff()
+        ),
+    )
+    .await;
+    let result = cohort
+        .sweep(&Scope::Tenantless, now())
+        .await
+        .expect("sweep");
+    let s = summary(&result, "Event");
+    assert!(s.partitions.is_empty(), "{:?}", s.partitions);
+    assert_eq!(s.affected as i64, expired);
+    assert!(exists(&db, "public.events_2025_01").await);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM public.events_2025_01").await,
+        0
+    );
+}

@@ -442,7 +442,13 @@ impl Cohort {
 
         // PT1: a purge of a table partitioned by range on its anchor drops
         // the partitions that may go first; the batches sweep the rest.
-        let purge = partitions::applies(e, plan.rule.strategy, spec.erasure.is_none()).then(|| {
+        let purge = partitions::applies(
+            e,
+            plan.rule.strategy,
+            spec.erasure.is_none(),
+            &inner.options,
+        )
+        .then(|| {
             PartitionPurge {
                 entity: e,
                 schema: &inner.schema,

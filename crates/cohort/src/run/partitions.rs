@@ -305,9 +305,15 @@ pub(crate) struct PartitionPurge<'a> {
 }
 
 /// Whether a partition-aware purge applies to an entity at all: a sweep
-/// (not an erasure) that purges a table partitioned by range on its anchor.
-pub(crate) fn applies(e: &ResolvedEntity, strategy: Strategy, sweep: bool) -> bool {
-    sweep && strategy == Strategy::Purge && e.range_on_anchor
+/// (not an erasure) that purges a table partitioned by range on its anchor,
+/// with `Options::partition_drops` on.
+pub(crate) fn applies(
+    e: &ResolvedEntity,
+    strategy: Strategy,
+    sweep: bool,
+    options: &crate::config::Options,
+) -> bool {
+    options.partition_drops && sweep && strategy == Strategy::Purge && e.range_on_anchor
 }
 
 /// How a partition-aware purge ended.

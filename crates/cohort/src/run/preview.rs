@@ -115,7 +115,7 @@ impl Cohort {
                             handlers: &[],
                             schema: &inner.schema,
                         };
-                        if partitions::applies(e, plan.rule.strategy, true) {
+                        if partitions::applies(e, plan.rule.strategy, true, &inner.options) {
                             let purge = PartitionPurge {
                                 entity: e,
                                 schema: &inner.schema,
