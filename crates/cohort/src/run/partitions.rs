@@ -197,23 +197,23 @@ async fn list(
         .collect()
 }
 
-/// One scan of a partition: its rows, held rows, rows of other tenants, and
-/// rows whose anchor is not before the cutoff.
+/// What a partition holds: its exact row count, and whether any row is
+/// held, belongs to another tenant, or is not before the cutoff.
 #[derive(Debug, Clone, Copy)]
 struct Scan {
     total: u64,
-    held: u64,
-    others: u64,
-    young: u64,
+    held: bool,
+    others: bool,
+    young: bool,
 }
 
 impl Scan {
     fn reason(&self) -> Option<SweepReason> {
-        if self.others > 0 {
+        if self.others {
             Some(SweepReason::OtherTenants)
-        } else if self.held > 0 {
+        } else if self.held {
             Some(SweepReason::Held)
-        } else if self.young > 0 {
+        } else if self.young {
             // The bound says expired but a row says otherwise: trust the rows.
             Some(SweepReason::NotExpired)
         } else {
@@ -227,36 +227,40 @@ fn count(v: i64) -> u64 {
 }
 
 /// The scan's statement: `$1` entity, `$2` cutoff, `$3` tenant (tenant-scoped
-/// types only). Held rows through one join to the distinct active holds of
-/// the type (and tenant), as the entity's count does.
+/// types only). One pass for the exact count; the rest are probes that stop
+/// at the first row: each active hold of the type (and tenant) looks its row
+/// up through the key's own equality (an index probe on the key), so a
+/// partition of millions of rows is read once, not joined. A hold whose
+/// record id the key type cannot read fails the statement: the drop is then
+/// refused and the partition swept row by row, which compares as text.
 fn scan_sql(e: &ResolvedEntity, relation: &QualifiedName, schema: &SchemaName) -> String {
     let (scope, on_tenant, others) = match &e.tenant {
         Some(c) => (
             " AND h.tenant_id = $3".to_owned(),
-            format!(" AND h.tenant_id = t.{}", c.name),
+            format!(" AND t.{} = h.tenant_id", c.name),
             format!(
-                "pg_catalog.count(*) FILTER (WHERE t.{} IS DISTINCT FROM $3::pg_catalog.uuid)",
+                "EXISTS (SELECT 1 FROM {relation} AS t WHERE t.{} IS DISTINCT FROM $3::pg_catalog.uuid)",
                 c.name
             ),
         ),
         None => (
             " AND h.tenant_id IS NULL".to_owned(),
             String::new(),
-            "0::pg_catalog.int8".to_owned(),
+            "false".to_owned(),
         ),
     };
     format!(
-        "SELECT pg_catalog.count(*) AS total, pg_catalog.count(h.record_id) AS held, \
+        "SELECT (SELECT pg_catalog.count(*) FROM {relation}) AS total, \
+                EXISTS (SELECT 1 FROM {holds} AS h \
+                        WHERE h.retained_entity_id = $1{scope} AND {active} \
+                          AND EXISTS (SELECT 1 FROM {relation} AS t WHERE {key}{on_tenant})) AS held, \
                 {others} AS others, \
-                pg_catalog.count(*) FILTER (WHERE (t.{anchor} < $2::pg_catalog.timestamptz) IS NOT TRUE) AS young \
-         FROM {relation} AS t \
-         LEFT JOIN (SELECT DISTINCT h.record_id, h.tenant_id FROM {holds} AS h \
-                    WHERE h.retained_entity_id = $1{scope} AND {active}) AS h \
-                ON h.record_id = (t.{rid})::pg_catalog.text{on_tenant}",
+                EXISTS (SELECT 1 FROM {relation} AS t \
+                        WHERE t.{anchor} >= $2::pg_catalog.timestamptz) AS young",
         anchor = e.anchor.name,
         holds = schema.table("retention_holds"),
         active = hold_active_at("pg_catalog.statement_timestamp()"),
-        rid = e.record_id.name,
+        key = e.record_id.equals_text("t", "h.record_id"),
     )
 }
 
@@ -278,9 +282,9 @@ async fn scan(
     let row = q.fetch_one(conn).await?;
     Ok(Scan {
         total: count(row.try_get("total")?),
-        held: count(row.try_get("held")?),
-        others: count(row.try_get("others")?),
-        young: count(row.try_get("young")?),
+        held: row.try_get("held")?,
+        others: row.try_get("others")?,
+        young: row.try_get("young")?,
     })
 }
 
