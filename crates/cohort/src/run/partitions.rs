@@ -19,14 +19,15 @@
 //!    `lock_wait`): readers go on, writers to that partition wait, so the
 //!    count below is exactly what is dropped;
 //! 3. the partition is looked up again (still attached to the table, still
-//!    wholly expired) and scanned once: its rows, its held rows, its rows of
-//!    other tenants, and any row whose anchor is not before the cutoff;
+//!    wholly expired), counted exactly, and probed: any held row (each
+//!    active hold looks its row up by key), any row of another tenant, any
+//!    row whose anchor is not before the cutoff;
 //! 4. when it may go: the row details in bulk (`INSERT ... SELECT`, when the
 //!    rule audits per row), the summary's count, then
 //!    `ALTER TABLE <table> DETACH PARTITION <partition>` and
-//!    `DROP TABLE <partition>`, which take `ACCESS EXCLUSIVE` on the table and
-//!    the partition until the commit right after them (bounded by
-//!    `lock_wait`). `DETACH ... CONCURRENTLY` cannot run inside a
+//!    `DROP TABLE <partition>`, which take `ACCESS EXCLUSIVE` on the table,
+//!    the partition and the `DEFAULT` partition if any, until the commit
+//!    right after them (bounded by `lock_wait`). `DETACH ... CONCURRENTLY` cannot run inside a
 //!    transaction block, and the ledger's rows must commit with the drop.
 //!
 //! A lock that is not granted in time, or a drop PostgreSQL refuses (no
