@@ -346,6 +346,7 @@ const COHORT_TABLES: [CohortTable; 4] = [
             "held_count",
             "skipped_count",
             "null_anchor_count",
+            "legal_minimum_count",
             "applied_period",
             "cutoff",
             "rule_source",
