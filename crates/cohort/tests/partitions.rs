@@ -911,3 +911,60 @@ async fn with_partition_drops_off_every_row_is_swept_and_no_partition_dropped() 
         0
     );
 }
+
+// contract: PT1, SEC1
+#[tokio::test]
+async fn a_least_privileged_role_cannot_drop_so_every_partition_is_swept_row_by_row() {
+    let db = TestDb::least_privileged().await;
+    db.exec(&cohort::schema::ddl(&cohort::schema::SchemaName::public()))
+        .await;
+    db.exec(EVENTS).await;
+    let builder = Cohort::builder(db.engine_pool().clone())
+        .rules(rules(true))
+        .entity::<Event>();
+    let cohort = common::build_engine(&db, builder)
+        .await
+        .expect("the generated grants suffice");
+    let expired = count(
+        &db,
+        &format!(
+            "SELECT count(*) FROM public.events WHERE created_at < '{}'",
+            cutoff()
+        ),
+    )
+    .await;
+    let result = cohort
+        .sweep(&Scope::Tenantless, now())
+        .await
+        .expect("sweep");
+    assert_eq!(
+        result.status,
+        RunStatus::Succeeded,
+        "{:?}",
+        result.entity_failures
+    );
+    let s = summary(&result, "Event");
+    assert_eq!(
+        plan(&s.partitions, "public.events_2025_01").decision,
+        PartitionDecision::Sweep(SweepReason::DropRefused),
+        "the role owns no partition: {:?}",
+        s.partitions
+    );
+    assert_eq!(s.affected as i64, expired);
+    assert!(exists(&db, "public.events_2025_01").await);
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM public.events WHERE created_at < '{}'",
+                cutoff()
+            )
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM public.sweep_run_row_detail").await,
+        expired
+    );
+}
