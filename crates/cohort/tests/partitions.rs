@@ -317,6 +317,13 @@ async fn wholly_expired_partitions_are_dropped_with_exact_counts_and_row_details
     .await
     .expect("details");
     assert_eq!(details, expected_ids);
+    // The bulk row details and the drop's count are chained like any other.
+    let mut conn = db.pool().acquire().await.expect("conn");
+    let report = cohort::evidence::verify(&mut conn, &cohort::schema::SchemaName::public())
+        .await
+        .expect("verify");
+    assert!(report.is_intact(), "{report}");
+    assert_eq!(report.details as usize, expected_ids.len(), "{report}");
 
     // A second sweep finds nothing more to drop or delete.
     let again = cohort
