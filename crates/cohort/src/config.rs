@@ -94,6 +94,11 @@ pub struct Options {
     /// keeps them forever.
     #[serde(with = "humantime_secs_opt")]
     pub inactive_hold_retention: Option<Duration>,
+    /// Whether a purge may detach and drop the wholly expired partitions of
+    /// a table partitioned by `RANGE` on its anchor instead of deleting
+    /// their rows (default `true`; contract PT1, `docs/partitions.md`). Off,
+    /// every row is swept through the batches and Cohort runs no DDL.
+    pub partition_drops: bool,
     /// The scheduled worker's settings ([`crate::worker`]).
     pub worker: WorkerOptions,
 }
@@ -159,6 +164,7 @@ impl Default for Options {
             dispatch_limit: 1_000,
             lock_wait: Duration::from_millis(200),
             inactive_hold_retention: None,
+            partition_drops: true,
             worker: WorkerOptions::default(),
         }
     }

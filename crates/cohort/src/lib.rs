@@ -35,8 +35,8 @@ pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
 pub use run::{
-    EntityFailure, ErasureRequest, ExemptType, MAX_SUBJECT_BYTES, Preview, PreviewEntry, RunResult,
-    Subject, SweepOptions,
+    EntityFailure, ErasureRequest, ExemptType, MAX_SUBJECT_BYTES, PartitionDecision, PartitionPlan,
+    Preview, PreviewEntry, RunResult, Subject, SweepOptions, SweepReason,
 };
 pub use sql::ident::IdentProblem;
 /// The cancellation token [`SweepOptions::cancel_on`] and

@@ -27,6 +27,10 @@ pub(crate) struct CatalogTable {
     pub(crate) partitioned: bool,
     /// `relispartition`: the table is a partition of another.
     pub(crate) is_partition: bool,
+    /// For a table partitioned by `RANGE` on one plain column (no
+    /// expression), that column's `attnum`; `None` for any other table or
+    /// partitioning scheme (list, hash, several columns, an expression).
+    pub(crate) range_key: Option<i16>,
     pub(crate) columns: Vec<CatalogColumn>,
 }
 
@@ -71,7 +75,11 @@ pub(crate) async fn lookup_tables(
     let tables: Vec<&str> = names.iter().map(|(_, t)| t.as_str()).collect();
     let rows = sqlx::query(
         "SELECT q.ord, (n.oid IS NOT NULL) AS schema_exists, c.oid, \
-                c.relkind::pg_catalog.text AS relkind, c.relispartition \
+                c.relkind::pg_catalog.text AS relkind, c.relispartition, \
+                CASE WHEN pt.partstrat OPERATOR(pg_catalog.=) 'r'::pg_catalog.\"char\" \
+                      AND pt.partnatts OPERATOR(pg_catalog.=) 1 \
+                      AND pt.partattrs[0] OPERATOR(pg_catalog.<>) 0 \
+                     THEN pt.partattrs[0] END AS range_key \
          FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), \
                         pg_catalog.unnest($2::pg_catalog.text[])) \
               WITH ORDINALITY AS q(nsp, rel, ord) \
@@ -80,6 +88,8 @@ pub(crate) async fn lookup_tables(
          LEFT JOIN pg_catalog.pg_class c \
                 ON c.relnamespace OPERATOR(pg_catalog.=) n.oid \
                AND c.relname OPERATOR(pg_catalog.=) q.rel::pg_catalog.name \
+         LEFT JOIN pg_catalog.pg_partitioned_table pt \
+                ON pt.partrelid OPERATOR(pg_catalog.=) c.oid \
          ORDER BY q.ord",
     )
     .bind(&schemas)
@@ -102,6 +112,7 @@ pub(crate) async fn lookup_tables(
                         oid: oid.0,
                         partitioned: relkind == "p",
                         is_partition: r.try_get("relispartition")?,
+                        range_key: r.try_get("range_key")?,
                         columns: Vec::new(),
                     })
                 } else {

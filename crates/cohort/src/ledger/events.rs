@@ -126,6 +126,12 @@ pub struct EntitySummary {
     pub rule_reason: Option<String>,
     /// The sanitized failure, when this entity failed.
     pub error: Option<String>,
+    /// For a purge of a table partitioned by `RANGE` on its anchor: each
+    /// partition, dropped whole or swept row by row, and why (contract PT1;
+    /// `docs/partitions.md`). A dropped partition's rows are in `affected`.
+    /// Empty for every other table and strategy (and then left out of JSON).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<crate::run::PartitionPlan>,
 }
 
 /// One event of a run, delivered to observers after its transaction committed.

@@ -181,6 +181,40 @@ impl Ledger {
         )
     }
 
+    /// Adds `n` rows to summary `summary`'s affected count: a dropped
+    /// partition's exact row count, in the drop's own transaction.
+    pub(crate) async fn add_affected(
+        &self,
+        conn: &mut PgConnection,
+        summary: i64,
+        n: u64,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {t} SET affected_count = affected_count OPERATOR(pg_catalog.+) $2, \
+                    updated_at = pg_catalog.statement_timestamp() \
+             WHERE summary_id OPERATOR(pg_catalog.=) $1",
+            t = self.summaries
+        )))
+        .bind(summary)
+        .bind(to_i64(n))
+        .execute(conn)
+        .await
+        .map(|_| ())
+    }
+
+    /// An `INSERT ... SELECT` that records every row of `relation` (`rid`:
+    /// the quoted record-id column) as a row detail, in bulk: for a
+    /// partition about to be dropped. Binds `$1` run, `$2` retained-entity
+    /// id, `$3` entity type, `$4` tenant, `$5` action.
+    pub(crate) fn details_of_relation(&self, relation: &str, rid: &str) -> String {
+        format!(
+            "INSERT INTO {t} (run_id, retained_entity_id, entity_type, record_id, tenant_id, action, created_at) \
+             SELECT $1, $2, $3, (t.{rid})::pg_catalog.text, $4, $5, pg_catalog.statement_timestamp() \
+             FROM {relation} AS t",
+            t = self.details,
+        )
+    }
+
     /// Settles the summaries of `run_id` still `Running` as `Failed` with
     /// `error`: for a run settled because its owner is gone. Their affected
     /// counts stay as the committed batches left them.

@@ -82,6 +82,11 @@ pub(crate) struct ResolvedEntity {
     pub(crate) subjects: Vec<Column>,
     /// The second key of this type's entity fence (see `sql::txn`).
     pub(crate) fence: i32,
+    /// Validation found the table partitioned by `RANGE` on the anchor
+    /// column alone: a purge may drop its wholly expired partitions
+    /// (contract PT1; the partitions and their bounds are read per run,
+    /// since tools such as pg_partman add and remove them all the time).
+    pub(crate) range_on_anchor: bool,
 }
 
 impl ResolvedEntity {

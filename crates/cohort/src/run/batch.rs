@@ -175,6 +175,9 @@ pub(crate) async fn measure(
 
 /// Everything one entity's batch loop needs.
 pub(crate) struct EntityBatches<'a> {
+    /// Rows the entity already changed before its batches (dropped
+    /// partitions): the loop's totals start there.
+    pub(crate) start: u64,
     pub(crate) sql: &'a EntitySql,
     pub(crate) values: Values<'a>,
     /// The longest a batch waits for the entity fence.
@@ -230,7 +233,7 @@ fn db(e: sqlx::Error) -> BatchError {
 impl EntityBatches<'_> {
     /// Runs batches until no candidate is left, the run is cancelled or a batch fails.
     pub(crate) async fn run(&self, conn: &mut PgConnection, delivery: &mut Delivery) -> LoopEnd {
-        let mut affected = 0u64;
+        let mut affected = self.start;
         let mut cursor: Option<Cursor> = None;
         // Batches to run on the locked path before trying a range again.
         let mut locked_streak = 0u32;

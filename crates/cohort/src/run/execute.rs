@@ -12,6 +12,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::batch::{EntityBatches, LoopEnd, Values, measure};
+use super::partitions::{self, PartitionPurge};
 use super::plan::{EntityPlan, plan};
 use super::statements::{EntitySql, Purpose};
 use super::{EntityFailure, ExemptType, RunResult, cancelled};
@@ -390,6 +391,7 @@ impl Cohort {
             rule_source: None,
             rule_reason: None,
             error: None,
+            partitions: Vec::new(),
         };
         let plan = match planned {
             Ok(plan) => plan,
@@ -480,7 +482,37 @@ impl Cohort {
             schema: &inner.schema,
         };
 
+        // PT1: a purge of a table partitioned by range on its anchor drops
+        // the partitions that may go first; the batches sweep the rest.
+        let purge = partitions::applies(
+            e,
+            plan.rule.strategy,
+            spec.erasure.is_none(),
+            &inner.options,
+        )
+        .then(|| {
+            PartitionPurge {
+                entity: e,
+                schema: &inner.schema,
+                ledger,
+                tenant,
+                ledger_tenant: scope.ledger_tenant(),
+                cutoff: values.cutoff,
+                run: run_id,
+                summary: summary_id,
+                per_row,
+                // A dry run plans as the real run would: handlers' capture
+                // keeps every partition to the batches.
+                handlers: !inner.handlers_of(e.entity_id).is_empty(),
+                fence_wait: inner.options.fence_wait,
+                lock_wait: inner.options.lock_wait,
+            }
+        });
+
         if spec.dry_run {
+            if let Some(purge) = &purge {
+                summary.partitions = purge.preview(conn).await;
+            }
             let failure = match measure(conn, &sql, &values).await {
                 Ok(c) => {
                     summary.affected = c.eligible;
@@ -494,7 +526,28 @@ impl Cohort {
             return finish(ledger, conn, run_id, summary, pg_cutoff, failure, false).await;
         }
 
+        let mut dropped = 0;
+        if let Some(purge) = &purge {
+            let purged = purge.run(conn, delivery, &spec.cancellation).await;
+            summary.partitions = purged.plans;
+            dropped = purged.dropped;
+            if let Some(failure) = purged.failure {
+                summary.affected = dropped;
+                return finish(
+                    ledger,
+                    conn,
+                    run_id,
+                    summary,
+                    pg_cutoff,
+                    Some(failure),
+                    false,
+                )
+                .await;
+            }
+        }
+
         let batches = EntityBatches {
+            start: dropped,
             sql: &sql,
             values: values.clone(),
             fence_wait: inner.options.fence_wait,

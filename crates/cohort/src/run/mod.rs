@@ -3,6 +3,7 @@
 mod batch;
 mod erasure;
 mod execute;
+mod partitions;
 mod plan;
 mod preview;
 mod statements;
@@ -15,6 +16,7 @@ use uuid::Uuid;
 
 pub use erasure::{ErasureRequest, MAX_SUBJECT_BYTES, Subject};
 pub(crate) use execute::owner_gone;
+pub use partitions::{PartitionDecision, PartitionPlan, SweepReason};
 pub use preview::{Preview, PreviewEntry};
 pub(crate) use sweep::close;
 

@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::ExemptType;
 use super::batch::{Values, measure};
 use super::execute::in_scope;
+use super::partitions::{self, PartitionPlan, PartitionPurge};
 use super::plan::plan;
 use super::statements::{EntitySql, Purpose};
 use crate::cohort::Cohort;
@@ -39,6 +40,12 @@ pub struct PreviewEntry {
     pub null_anchor: u64,
     /// Why the entity could not be previewed, if it could not.
     pub failure: Option<Failure>,
+    /// For a purge of a table partitioned by `RANGE` on its anchor: which
+    /// partitions a sweep would drop whole and which it would sweep row by
+    /// row (`docs/partitions.md`). Empty otherwise (and then left out of
+    /// JSON). The rows of a partition to drop are counted in `eligible`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<PartitionPlan>,
 }
 
 /// A count-only preview of a sweep.
@@ -77,6 +84,7 @@ impl Cohort {
                 held: 0,
                 null_anchor: 0,
                 failure: None,
+                partitions: Vec::new(),
             };
             match plan(inner.provider.as_ref(), e, scope.tenant(), now).await {
                 Err(f) => entry.failure = Some(f),
@@ -107,6 +115,23 @@ impl Cohort {
                             handlers: &[],
                             schema: &inner.schema,
                         };
+                        if partitions::applies(e, plan.rule.strategy, true, &inner.options) {
+                            let purge = PartitionPurge {
+                                entity: e,
+                                schema: &inner.schema,
+                                ledger: &ledger,
+                                tenant,
+                                ledger_tenant: scope.ledger_tenant(),
+                                cutoff,
+                                run: Uuid::nil(),
+                                summary: 0,
+                                per_row: plan.rule.audit == AuditDetail::PerRow,
+                                handlers: !inner.handlers_of(e.entity_id).is_empty(),
+                                fence_wait: inner.options.fence_wait,
+                                lock_wait: inner.options.lock_wait,
+                            };
+                            entry.partitions = purge.preview(&mut conn).await;
+                        }
                         match measure(&mut conn, &sql, &values).await {
                             Ok(c) => {
                                 entry.eligible = c.eligible;

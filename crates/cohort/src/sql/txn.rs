@@ -69,8 +69,32 @@ fn millis(d: Duration) -> u128 {
     d.as_millis().max(1)
 }
 
+/// How a transaction holds the entity fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FenceMode {
+    /// Shared: sweep and erasure batches, host deletions.
+    Shared,
+    /// Exclusive: hold creation, and a partition drop (contract PT2), which
+    /// must not run beside a batch or a hold creation of the same type.
+    Exclusive,
+}
+
 /// The message that begins a fenced batch transaction (see the module docs).
 fn begin_fenced_sql(fence_key: i32, fence_wait: Duration, then: LockWait) -> String {
+    begin_fence_sql(fence_key, FenceMode::Shared, fence_wait, then)
+}
+
+/// The message that begins a transaction holding the fence in `mode`.
+fn begin_fence_sql(
+    fence_key: i32,
+    mode: FenceMode,
+    fence_wait: Duration,
+    then: LockWait,
+) -> String {
+    let lock = match mode {
+        FenceMode::Shared => "pg_advisory_xact_lock_shared",
+        FenceMode::Exclusive => "pg_advisory_xact_lock",
+    };
     let after = match then {
         LockWait::Bounded(d) => format!("'{}'", millis(d)),
         LockWait::Session => "pg_catalog.current_setting('cohort.session_lock_timeout')".to_owned(),
@@ -83,7 +107,7 @@ fn begin_fenced_sql(fence_key: i32, fence_wait: Duration, then: LockWait) -> Str
                 pg_catalog.set_config('cohort.session_lock_timeout', \
                     pg_catalog.current_setting('lock_timeout'), true), \
                 pg_catalog.set_config('lock_timeout', '{fence}', true); \
-         SELECT pg_catalog.pg_advisory_xact_lock_shared({FENCE_CLASS}, {fence_key}); \
+         SELECT pg_catalog.{lock}({FENCE_CLASS}, {fence_key}); \
          SELECT pg_catalog.set_config('lock_timeout', {after}, true)",
         fence = millis(fence_wait),
     )
@@ -101,6 +125,24 @@ pub(crate) async fn begin_fenced(
         .execute(conn)
         .await
         .map(|_| ())
+}
+
+/// Begins a transaction holding the entity fence `fence_key` in `mode`
+/// (otherwise as [`begin_fenced`]). On error the transaction may be open and
+/// failed: call [`rollback`].
+pub(crate) async fn begin_fence(
+    conn: &mut PgConnection,
+    fence_key: i32,
+    mode: FenceMode,
+    fence_wait: Duration,
+    then: LockWait,
+) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(AssertSqlSafe(begin_fence_sql(
+        fence_key, mode, fence_wait, then,
+    )))
+    .execute(conn)
+    .await
+    .map(|_| ())
 }
 
 /// Commits Cohort's own transaction.
@@ -156,5 +198,18 @@ mod tests {
         assert!(sql.contains("'lock_timeout', '30000'"));
         // Zero would mean "wait forever" to PostgreSQL.
         assert!(sql.ends_with("set_config('lock_timeout', '1', true)"));
+    }
+
+    #[test]
+    fn a_partition_drop_takes_the_fence_exclusively() {
+        let sql = begin_fence_sql(
+            7,
+            FenceMode::Exclusive,
+            Duration::from_secs(1),
+            LockWait::Bounded(Duration::from_secs(2)),
+        );
+        assert!(sql.contains("pg_catalog.pg_advisory_xact_lock(1131376754, 7)"));
+        assert!(!sql.contains("_shared"));
+        assert!(sql.ends_with("set_config('lock_timeout', '2000', true)"));
     }
 }

@@ -204,8 +204,17 @@ pub(crate) async fn validate(
             reg.anonymisers,
             &mut problems,
         );
+        // PT1: partitioned by range on the anchor alone.
+        let range_anchor = cols
+            .anchor
+            .as_ref()
+            .and_then(|a| table.column(a.name.as_str()))
+            .map(|a| a.attnum)
+            .filter(|a| table.partitioned && table.range_key == Some(*a));
         if let (Some(rc), Some(column)) = (cols.record_id_catalog, &cols.record_id) {
-            for issue in keys::record_id_unique(table.oid, rc, column.nullable, &indexes) {
+            for issue in
+                keys::record_id_unique(table.oid, rc, column.nullable, &indexes, range_anchor)
+            {
                 target.problem(&mut problems, Some(&rc.name), issue);
             }
         }
@@ -255,6 +264,9 @@ pub(crate) async fn validate(
                 anonymise: cols.anonymise,
                 subjects: cols.subjects,
                 fence: 0,
+                // Other schemes (list, hash, range on another column or on
+                // several) are swept row by row.
+                range_on_anchor: range_anchor.is_some(),
             };
             let attnum = |name: &str| table.column(name).map(|c| c.attnum).unwrap_or(0);
             let speed_columns = speed::Columns {
