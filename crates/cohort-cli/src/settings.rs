@@ -33,6 +33,7 @@ pub(crate) const ENV_KEYS: &[&str] = &[
     "observer_timeout",
     "settle_timeout",
     "inactive_hold_retention",
+    "partition_drops",
     "hash_key",
     "certificate_key",
     "worker.schedule",
@@ -80,6 +81,9 @@ pub(crate) struct Settings {
     /// Seconds inactive holds are kept before `holds prune` deletes them
     /// (unset: forever).
     pub(crate) inactive_hold_retention: Option<f64>,
+    /// Whether a purge may drop wholly expired partitions of a table
+    /// range-partitioned on its anchor (docs/partitions.md).
+    pub(crate) partition_drops: bool,
     /// The key of the `hash` anonymiser (HMAC-SHA256). Never printed.
     #[serde(deserialize_with = "stringish_opt")]
     pub(crate) hash_key: Option<String>,
@@ -142,6 +146,7 @@ impl Default for Settings {
             observer_timeout: o.observer_timeout.as_secs_f64(),
             settle_timeout: o.settle_timeout.as_secs_f64(),
             inactive_hold_retention: o.inactive_hold_retention.map(|d| d.as_secs_f64()),
+            partition_drops: o.partition_drops,
             hash_key: None,
             certificate_key: None,
             conventions: o.conventions,
@@ -289,6 +294,7 @@ impl Settings {
                 .map(|s| seconds("inactive_hold_retention", s))
                 .transpose()?,
             conventions: self.conventions.clone(),
+            partition_drops: self.partition_drops,
             worker: self.worker_options(),
             ..cohort::Options::default()
         };
