@@ -1176,3 +1176,49 @@ async fn dry_runs_never_capture_or_queue_and_erasures_run_handlers() {
     ids.sort();
     assert_eq!(ids, vec!["1", "2"]);
 }
+
+// contract: RH12 (the settle releases the next delivery of its own row, and
+// of no other row)
+#[tokio::test]
+async fn settling_a_delivery_releases_the_next_handler_of_the_same_row_only() {
+    let db = setup(3).await;
+    let log = Log::default();
+    let cohort = build(
+        &db,
+        Options {
+            dispatch_limit: 1,
+            ..options()
+        },
+        vec![
+            (
+                Recorder::new("first", &log, Behaviour::Succeed),
+                RowHandlerOptions::new().id(Uuid::new_v4()).priority(0),
+            ),
+            (
+                Recorder::new("second", &log, Behaviour::Succeed),
+                RowHandlerOptions::new().id(Uuid::new_v4()).priority(1),
+            ),
+        ],
+    )
+    .await;
+    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let report = cohort.dispatcher().run_once().await.expect("dispatch");
+    assert_eq!(report.succeeded, 1, "{report:?}");
+    // The row whose first handler is done, and the rows whose second
+    // handler is now due.
+    let done: Vec<i64> = sqlx::query_scalar(
+        "SELECT detail_id FROM sweep_row_handler_status WHERE state = 'Succeeded'",
+    )
+    .fetch_all(db.pool())
+    .await
+    .expect("done");
+    let released: Vec<i64> = sqlx::query_scalar(
+        "SELECT detail_id FROM sweep_row_handler_status \
+         WHERE priority = 1 AND not_before <> 'infinity' ORDER BY detail_id",
+    )
+    .fetch_all(db.pool())
+    .await
+    .expect("released");
+    assert_eq!(done.len(), 1);
+    assert_eq!(released, done, "the settle released another row's work, or none");
+}

@@ -74,16 +74,20 @@ impl QueueSql {
     /// (columns `detail_id`, `state`) finished: the row's first delivery,
     /// by rank, still waiting with `not_before = infinity`. (`state ||
     /// ''` keeps the planner on the row's own index even when the queue's
-    /// statistics lag behind a burst of work.)
+    /// statistics lag behind a burst of work. The subquery's alias `nx` must
+    /// differ from every `done` name: `settle` passes `s`, and an inner `s`
+    /// once made `s.detail_id = s.detail_id` compare the inner row with
+    /// itself, so a settle released some other row's delivery, or none,
+    /// after a scan of the whole queue.)
     fn release_next(&self, done: &str) -> String {
         format!(
             "UPDATE {work} AS n SET not_before = pg_catalog.clock_timestamp(), \
                  updated_at = pg_catalog.clock_timestamp() \
              FROM {done} WHERE {done}.state IN ('Succeeded', 'DeadLettered') \
                AND n.work_id = ( \
-                 SELECT s.work_id FROM {work} AS s \
-                 WHERE s.detail_id = {done}.detail_id AND (s.state || '') = 'Pending' \
-                 ORDER BY s.priority, s.work_id LIMIT 1) \
+                 SELECT nx.work_id FROM {work} AS nx \
+                 WHERE nx.detail_id = {done}.detail_id AND (nx.state || '') = 'Pending' \
+                 ORDER BY nx.priority, nx.work_id LIMIT 1) \
                AND n.not_before = 'infinity'",
             work = self.work,
         )
@@ -92,7 +96,11 @@ impl QueueSql {
     /// Settles delivery `$1` claimed with token `$2` as `$3` (state), with
     /// error `$4` and, for `Pending`, a retry after `$5` (interval). Matches
     /// nothing when the claim was reclaimed meanwhile. When the row's work is
-    /// then all done, its payload is cleared in the same statement. Returns
+    /// then all done, its payload is cleared in the same statement. (The
+    /// check for the row's other work reads `state || ''` so that it probes
+    /// the row's own index only: on `state` itself the planner may AND in
+    /// the due index, a scan of every waiting delivery per settle, which
+    /// made draining a large queue quadratic.) Returns
     /// how many deliveries it settled (0 or 1).
     pub(super) fn settle(&self) -> String {
         format!(
@@ -107,7 +115,7 @@ impl QueueSql {
                WHERE d.detail_id = s.detail_id AND s.state IN ('Succeeded', 'DeadLettered') \
                  AND d.captured_payload IS NOT NULL \
                  AND NOT EXISTS (SELECT 1 FROM {work} AS o WHERE o.detail_id = s.detail_id \
-                                 AND o.work_id <> s.work_id AND o.state IN ('Pending', 'InFlight'))), \
+                                 AND o.work_id <> s.work_id AND (o.state || '') IN ('Pending', 'InFlight'))), \
              released AS ({release}) \
              SELECT pg_catalog.count(*) FROM s",
             work = self.work,
@@ -136,7 +144,7 @@ impl QueueSql {
                WHERE d.detail_id = r.detail_id AND r.state = 'DeadLettered' \
                  AND d.captured_payload IS NOT NULL \
                  AND NOT EXISTS (SELECT 1 FROM {work} AS o WHERE o.detail_id = r.detail_id \
-                                 AND o.work_id <> r.work_id AND o.state IN ('Pending', 'InFlight'))), \
+                                 AND o.work_id <> r.work_id AND (o.state || '') IN ('Pending', 'InFlight'))), \
              released AS ({release}) \
              SELECT pg_catalog.count(*) FROM r",
             work = self.work,
