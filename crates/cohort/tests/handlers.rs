@@ -1220,5 +1220,8 @@ async fn settling_a_delivery_releases_the_next_handler_of_the_same_row_only() {
     .await
     .expect("released");
     assert_eq!(done.len(), 1);
-    assert_eq!(released, done, "the settle released another row's work, or none");
+    assert_eq!(
+        released, done,
+        "the settle released another row's work, or none"
+    );
 }
