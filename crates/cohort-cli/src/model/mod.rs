@@ -9,6 +9,8 @@
 pub(crate) mod build;
 mod parse;
 pub(crate) mod period;
+#[cfg(test)]
+mod properties;
 pub(crate) mod rules;
 
 use std::fmt;
