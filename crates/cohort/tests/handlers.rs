@@ -74,10 +74,22 @@ enum Behaviour {
     Fail,
     /// Waits forever on the first attempt (until its future is dropped).
     HangFirst,
-    /// Blocks its thread (ignoring cancellation) on the first attempt.
-    BlockThreadFirst(StdDuration),
+    /// Blocks its thread (ignoring cancellation) on the first attempt until
+    /// the test opens the gate (sends on, or drops, its sender).
+    BlockThreadFirstUntil(Gate),
     /// Waits for its cancellation, then fails.
     AwaitCancel,
+}
+
+/// A gate a handler's thread waits at until the test opens it.
+#[derive(Clone)]
+struct Gate(Arc<Mutex<std::sync::mpsc::Receiver<()>>>);
+
+impl Gate {
+    fn new() -> (std::sync::mpsc::Sender<()>, Gate) {
+        let (open, wait) = std::sync::mpsc::channel();
+        (open, Gate(Arc::new(Mutex::new(wait))))
+    }
 }
 
 struct Recorder {
@@ -121,8 +133,9 @@ impl RowHandler for Recorder {
                     std::future::pending::<()>().await;
                     Ok(())
                 }
-                Behaviour::BlockThreadFirst(d) if ctx.attempt == 1 => {
-                    std::thread::sleep(*d);
+                Behaviour::BlockThreadFirstUntil(gate) if ctx.attempt == 1 => {
+                    // Err means the sender was dropped: the gate is open too.
+                    let _ = gate.0.lock().expect("gate").recv();
                     Ok(())
                 }
                 Behaviour::AwaitCancel => {
@@ -467,10 +480,9 @@ async fn a_delivery_whose_dispatcher_dies_is_reclaimed_after_the_timeout_and_del
     });
     // Wait until the delivery is in flight, then kill its dispatcher: the
     // future and its connection are dropped mid-delivery.
-    for _ in 0..1000 {
-        if states(&db).await == vec![("InFlight".to_owned(), 1)] {
-            break;
-        }
+    let deadline = Instant::now() + StdDuration::from_secs(120);
+    while states(&db).await != vec![("InFlight".to_owned(), 1)] {
+        assert!(Instant::now() < deadline, "the dispatcher never claimed");
         tokio::time::sleep(StdDuration::from_millis(10)).await;
     }
     first.abort();
@@ -497,17 +509,15 @@ async fn a_delivery_whose_dispatcher_dies_is_reclaimed_after_the_timeout_and_del
 async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
     let db = setup(1).await;
     let log = Log::default();
-    // The first attempt blocks its thread past the claim's expiry, ignoring
-    // its cancellation; meanwhile another dispatcher reclaims and delivers.
+    // The first attempt blocks its thread, ignoring its cancellation, until
+    // the test opens the gate; meanwhile its claim expires and another
+    // dispatcher reclaims and delivers. The order is forced, not timed.
+    let (open, gate) = Gate::new();
     let cohort = build(
         &db,
         options(),
         vec![(
-            Recorder::new(
-                "audit",
-                &log,
-                Behaviour::BlockThreadFirst(StdDuration::from_secs(4)),
-            ),
+            Recorder::new("audit", &log, Behaviour::BlockThreadFirstUntil(gate)),
             with_id(),
         )],
     )
@@ -523,22 +533,34 @@ async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
             rt.block_on(async move { cohort.dispatcher().run_once().await })
         })
     };
-    for _ in 0..1000 {
-        if states(&db).await == vec![("InFlight".to_owned(), 1)] {
-            break;
-        }
+    // The first dispatcher must hold the claim before the wait for its
+    // expiry starts (under load its claim can take seconds).
+    let deadline = Instant::now() + StdDuration::from_secs(120);
+    while states(&db).await != vec![("InFlight".to_owned(), 1)] {
+        assert!(
+            Instant::now() < deadline,
+            "the first dispatcher never claimed the row"
+        );
         tokio::time::sleep(StdDuration::from_millis(10)).await;
     }
     until_claims_expire(&db).await;
     let second = cohort.dispatcher().run_once().await.expect("dispatch");
     assert_eq!((second.reclaimed, second.succeeded), (1, 1));
+    assert_eq!(states(&db).await, vec![("Succeeded".to_owned(), 2)]);
+    // Only now does the stale first attempt finish and try to settle.
+    open.send(())
+        .expect("the stalled handler waits at the gate");
     let first = stalled.join().expect("thread").expect("dispatch");
     assert_eq!(
         first.unsettled, 1,
         "the stale outcome is discarded: {first:?}"
     );
     assert_eq!(first.succeeded + first.retried + first.dead_lettered, 0);
-    assert_eq!(states(&db).await, vec![("Succeeded".to_owned(), 2)]);
+    assert_eq!(
+        states(&db).await,
+        vec![("Succeeded".to_owned(), 2)],
+        "the stale outcome changed nothing"
+    );
 }
 
 // contract: RH4, RH8
@@ -548,7 +570,10 @@ async fn a_handler_is_cancelled_at_nine_tenths_of_the_claim_and_the_attempt_fail
     let log = Log::default();
     let cohort = build(
         &db,
-        options(),
+        Options {
+            claim_timeout: StdDuration::from_secs(3),
+            ..options()
+        },
         vec![(
             Recorder::new("audit", &log, Behaviour::AwaitCancel),
             with_id(),
@@ -560,10 +585,51 @@ async fn a_handler_is_cancelled_at_nine_tenths_of_the_claim_and_the_attempt_fail
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
     let took = started.elapsed();
     assert_eq!(report.retried, 1);
+    // The claim starts after `started`, so the cancellation (2.7 s into the
+    // claim) cannot come sooner than this.
     assert!(
-        took >= StdDuration::from_millis(1700) && took < StdDuration::from_secs(2),
-        "cancelled at 0.9 of the 2 s claim, before it expired: {took:?}"
+        took >= StdDuration::from_millis(2700),
+        "cancelled at 0.9 of the 3 s claim, not sooner: {took:?}"
     );
+    // The handler saw its cancellation and returned on its own. Its
+    // delivery began after the claim, so it was cancelled before the claim
+    // expired (0.3 s of slack for the timer).
+    let seen = log.all();
+    assert_eq!(seen.len(), 1, "the cancelled handler returned by itself");
+    let delivered_for = seen[0].finished - seen[0].started;
+    assert!(
+        delivered_for < StdDuration::from_secs(3),
+        "cancelled before the 3 s claim expired: {delivered_for:?}"
+    );
+    let (state, attempts, error): (String, i32, String) =
+        sqlx::query_as("SELECT state, attempts, last_error FROM sweep_row_handler_status")
+            .fetch_one(db.pool())
+            .await
+            .expect("work");
+    assert_eq!((state.as_str(), attempts), ("Pending", 1));
+    assert!(error.contains("HandlerTimeout"), "{error}");
+}
+
+// contract: RH4
+#[tokio::test]
+async fn a_handler_that_ignores_its_cancellation_is_dropped_and_its_attempt_fails() {
+    let db = setup(1).await;
+    let log = Log::default();
+    let cohort = build(
+        &db,
+        options(),
+        vec![(
+            Recorder::new("audit", &log, Behaviour::HangFirst),
+            with_id(),
+        )],
+    )
+    .await;
+    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    // The first attempt never returns: the dispatcher drops it (0.95 of the
+    // 2 s claim) and settles the failure itself.
+    let report = cohort.dispatcher().run_once().await.expect("dispatch");
+    assert_eq!((report.retried, report.unsettled), (1, 0));
+    assert!(log.all().is_empty(), "the hung future never finished");
     let (state, attempts, error): (String, i32, String) =
         sqlx::query_as("SELECT state, attempts, last_error FROM sweep_row_handler_status")
             .fetch_one(db.pool())
@@ -1070,19 +1136,20 @@ async fn a_running_dispatcher_is_woken_by_the_batch_that_queued_work_and_stops_o
         async move { cohort.dispatcher().run(shutdown).await }
     });
     // Let the loop reach its wait (its first round finds nothing).
-    for _ in 0..500 {
-        let listening = count(&db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'").await;
-        if listening > 0 {
-            break;
-        }
+    let deadline = Instant::now() + StdDuration::from_secs(120);
+    while count(&db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'").await == 0 {
+        assert!(Instant::now() < deadline, "the dispatcher never listened");
         tokio::time::sleep(StdDuration::from_millis(10)).await;
     }
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
     // Woken by the notification, long before the 10-minute poll.
-    for _ in 0..1000 {
-        if log.all().len() == 3 {
-            break;
-        }
+    let deadline = Instant::now() + StdDuration::from_secs(120);
+    while log.all().len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "not woken: {} of 3 delivered",
+            log.all().len()
+        );
         tokio::time::sleep(StdDuration::from_millis(10)).await;
     }
     assert_eq!(log.all().len(), 3);

@@ -320,11 +320,22 @@ impl Dispatcher {
             cancellation: cancellation.clone(),
         };
         let deadline = claimed_at + options.claim_timeout.mul_f64(0.9);
+        // After the cancellation fires, the handler has until 0.95 of the
+        // claim to stop on its own; then its future is dropped. Either way
+        // the outcome is settled while the claim is still ours.
+        let grace = claimed_at + options.claim_timeout.mul_f64(0.95);
+        let delivery = handler.handler.deliver(&ctx, payload);
+        tokio::pin!(delivery);
         let delivered = tokio::select! {
             biased;
-            delivered = handler.handler.deliver(&ctx, payload) => Some(delivered),
+            delivered = &mut delivery => Some(delivered),
             () = tokio::time::sleep_until(deadline.into()) => None,
         };
+        if delivered.is_none() {
+            cancellation.cancel();
+            // Whatever it returns now, the attempt failed.
+            let _ = tokio::time::timeout_at(grace.into(), &mut delivery).await;
+        }
         // A handler that blocked its thread past the deadline returns late:
         // its attempt failed all the same.
         let delivered = match delivered {

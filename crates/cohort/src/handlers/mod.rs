@@ -53,8 +53,10 @@ pub trait RowHandler: Send + Sync + 'static {
     /// unchanged for this run and dead-letters its work once.
     fn capture(&self, row: &CapturedRow) -> Result<Self::Snapshot, HandlerError>;
 
-    /// Acts after the change committed. Cancelled (`ctx.cancellation`) at
-    /// nine tenths of the claim timeout, which counts as a failed attempt.
+    /// Acts after the change committed. At nine tenths of the claim timeout
+    /// `ctx.cancellation` fires and the attempt counts as failed; the future
+    /// may then return on its own until 0.95 of the claim, after which it is
+    /// dropped.
     fn deliver<'a>(
         &'a self,
         ctx: &'a HandlerContext,
@@ -115,8 +117,8 @@ pub struct HandlerContext {
     /// This delivery's attempt, from 1. Above 1, an earlier attempt may have
     /// done the work already.
     pub attempt: u32,
-    /// Fires at nine tenths of the claim timeout: stop then. The attempt
-    /// counts as failed.
+    /// Fires at nine tenths of the claim timeout: stop then (the future is
+    /// dropped at 0.95 of it). The attempt counts as failed.
     pub cancellation: CancellationToken,
 }
 
