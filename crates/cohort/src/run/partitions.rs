@@ -228,19 +228,21 @@ fn count(v: i64) -> u64 {
 }
 
 /// The scan's statement: `$1` entity, `$2` cutoff, `$3` tenant (tenant-scoped
-/// types only). One pass for the exact count; the rest are probes that stop
-/// at the first row: each active hold of the type (and tenant) looks its row
-/// up through the key's own equality (an index probe on the key), so a
-/// partition of millions of rows is read once, not joined. A hold whose
-/// record id the key type cannot read fails the statement: the drop is then
-/// refused and the partition swept row by row, which compares as text.
+/// types only). One sequential pass over the partition gives the exact count
+/// and whether any row is of another tenant or not before the cutoff (a
+/// partition that may be dropped is read once, whole, and no more). Held
+/// rows are probes instead: each active hold of the type (and tenant) looks
+/// its row up through the key's own equality (an index probe on the key),
+/// so a partition of millions of rows is not joined. A hold whose record id
+/// the key type cannot read fails the statement: the drop is then refused
+/// and the partition swept row by row, which compares as text.
 fn scan_sql(e: &ResolvedEntity, relation: &QualifiedName, schema: &SchemaName) -> String {
     let (scope, on_tenant, others) = match &e.tenant {
         Some(c) => (
             " AND h.tenant_id = $3".to_owned(),
             format!(" AND t.{} = h.tenant_id", c.name),
             format!(
-                "EXISTS (SELECT 1 FROM {relation} AS t WHERE t.{} IS DISTINCT FROM $3::pg_catalog.uuid)",
+                "COALESCE(pg_catalog.bool_or(t.{} IS DISTINCT FROM $3::pg_catalog.uuid), false)",
                 c.name
             ),
         ),
@@ -251,13 +253,13 @@ fn scan_sql(e: &ResolvedEntity, relation: &QualifiedName, schema: &SchemaName) -
         ),
     };
     format!(
-        "SELECT (SELECT pg_catalog.count(*) FROM {relation}) AS total, \
+        "SELECT pg_catalog.count(*) AS total, \
+                {others} AS others, \
+                COALESCE(pg_catalog.bool_or(t.{anchor} >= $2::pg_catalog.timestamptz), false) AS young, \
                 EXISTS (SELECT 1 FROM {holds} AS h \
                         WHERE h.retained_entity_id = $1{scope} AND {active} \
-                          AND EXISTS (SELECT 1 FROM {relation} AS t WHERE {key}{on_tenant})) AS held, \
-                {others} AS others, \
-                EXISTS (SELECT 1 FROM {relation} AS t \
-                        WHERE t.{anchor} >= $2::pg_catalog.timestamptz) AS young",
+                          AND EXISTS (SELECT 1 FROM {relation} AS t WHERE {key}{on_tenant})) AS held \
+         FROM {relation} AS t",
         anchor = e.anchor.name,
         holds = schema.table("retention_holds"),
         active = hold_active_at("pg_catalog.statement_timestamp()"),
