@@ -873,3 +873,74 @@ async fn the_worker_checks_readiness_at_start_and_never_changes_the_schema() {
     );
     assert!(scheduled_runs(&db).await.is_empty());
 }
+
+// contract: W8
+#[tokio::test]
+async fn an_occurrences_passes_share_one_connection_and_a_pass_that_loses_it_does_not_stop_the_next()
+ {
+    let db = setup().await;
+    let tenants = [t(1), t(2), t(3), t(4)];
+    seed(&db, &tenants, 2).await;
+    // Each purged note records its backend; tenant 2's purge kills its own
+    // backend mid-statement, so that pass fails with a lost connection.
+    db.exec(&format!(
+        "CREATE TABLE public.pass_backends (tenant_id uuid, pid int); \
+         GRANT INSERT ON public.pass_backends TO PUBLIC; \
+         CREATE FUNCTION public.note_backend() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN \
+           IF OLD.tenant_id = '{killed}' THEN \
+             PERFORM pg_catalog.pg_terminate_backend(pg_catalog.pg_backend_pid()); \
+           END IF; \
+           INSERT INTO public.pass_backends VALUES (OLD.tenant_id, pg_catalog.pg_backend_pid()); \
+           RETURN OLD; \
+         END $$; \
+         CREATE TRIGGER note_backend AFTER DELETE ON public.session_notes \
+           FOR EACH ROW EXECUTE FUNCTION public.note_backend()",
+        killed = t(2)
+    ))
+    .await;
+    let cohort = handle(&db, options(), Rules::default()).await;
+    let report = cohort
+        .worker()
+        .tenants(
+            tenants
+                .iter()
+                .map(|&id| TenantContext::new(id))
+                .collect::<Vec<_>>(),
+        )
+        .run_occurrence(occurrence(), &CancellationToken::new())
+        .await
+        .expect("occurrence");
+    assert_eq!(
+        report.passes.len(),
+        5,
+        "four tenants and the tenantless pass"
+    );
+    assert_eq!(report.failed_passes(), 1, "{report:?}");
+    assert_eq!(report.passes[1].tenant_id, Some(t(2)));
+    assert!(report.passes[1].error.is_some(), "{report:?}");
+    for n in [1, 3, 4] {
+        assert_eq!(old_notes(&db, t(n)).await, 0, "tenant {n} was swept");
+    }
+    assert_eq!(old_notes(&db, t(2)).await, 2, "the killed pass rolled back");
+    let pids: Vec<(Uuid, i32)> =
+        sqlx::query_as("SELECT DISTINCT tenant_id, pid FROM pass_backends ORDER BY 1")
+            .fetch_all(db.pool())
+            .await
+            .expect("backends");
+    let pid = |n: u128| {
+        let of: Vec<i32> = pids
+            .iter()
+            .filter(|(id, _)| *id == t(n))
+            .map(|p| p.1)
+            .collect();
+        assert_eq!(of.len(), 1, "one backend per pass: {pids:?}");
+        of[0]
+    };
+    assert_eq!(
+        pid(3),
+        pid(4),
+        "passes after a failure share the new connection"
+    );
+    assert_ne!(pid(1), pid(3), "the lost connection was replaced");
+}

@@ -22,7 +22,26 @@ impl Cohort {
         // mid-run, the connection closes, the batch in flight rolls back and
         // the run lock is released, so `settle_abandoned_runs` can settle it.
         let mut conn = self.inner.pool.acquire().await?.detach();
-        self.ensure_ready(&mut conn).await?;
+        let result = match self.ensure_ready(&mut conn).await {
+            Ok(()) => self.sweep_on(&mut conn, scope, now, options, trigger).await,
+            Err(e) => Err(e),
+        };
+        close(conn).await;
+        result
+    }
+
+    /// A sweep at `now` on `conn`, a connection out of the pool (dropped,
+    /// it closes) whose readiness has been checked. After an `Ok` the
+    /// connection is as it was and may run the next sweep; after an `Err`
+    /// it may be broken, and is best closed.
+    pub(crate) async fn sweep_on(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        scope: &Scope,
+        now: DateTime<Utc>,
+        options: SweepOptions,
+        trigger: Trigger,
+    ) -> Result<RunResult, Error> {
         let spec = RunSpec {
             kind: RunKind::Sweep,
             trigger,
@@ -30,9 +49,7 @@ impl Cohort {
             cancellation: options.cancellation,
             erasure: None,
         };
-        let result = self.execute(&mut conn, scope, now, spec).await;
-        close(conn).await;
-        result
+        self.execute(conn, scope, now, spec).await
     }
 }
 

@@ -43,7 +43,9 @@
 //!    types; each a sweep at the occurrence's time recorded as
 //!    [`crate::Trigger::Scheduled`]. The kill switch is read before each
 //!    pass; once engaged, no further pass starts (W9). One pass failing does
-//!    not stop the next (W8).
+//!    not stop the next (W8). The passes share one connection out of the
+//!    pool; a pass that fails with an error closes it and the next opens
+//!    another.
 //!
 //! Missed occurrences are skipped, not caught up: the next occurrence is
 //! always the first after the clock's current time (W6). The worker checks
@@ -412,6 +414,12 @@ impl Worker {
         if any_tenantless {
             scopes.push(Scope::Tenantless);
         }
+        // The passes share one connection out of the pool (a new backend
+        // and its statement cache per pass were most of a short pass's
+        // time); a pass that fails with an error closes it, and the next
+        // pass opens another. Dropped mid-pass, it closes, and the pass's
+        // run lock with it (the run is then settled as abandoned).
+        let mut conn: Option<sqlx::PgConnection> = None;
         for scope in scopes {
             let engaged = match self.kill_switch.engaged().await {
                 Ok(on) => on,
@@ -423,7 +431,7 @@ impl Worker {
             if engaged {
                 tracing::warn!("cohort worker: the kill switch is on; no further pass starts");
                 report.stopped_by_kill_switch = true;
-                return;
+                break;
             }
             // A pass started after shutdown ends `Cancelled` at once, so the
             // occurrence's latest run says it was not finished.
@@ -432,21 +440,42 @@ impl Worker {
                 cancellation: Some(shutdown.child_token()),
             };
             let tenant_id = scope.tenant().map(|t| t.id);
-            let result = self
-                .cohort
-                .run_sweep(&scope, occurrence, options, Trigger::Scheduled)
-                .await;
+            let result = self.pass(&mut conn, &scope, occurrence, options).await;
             if let Err(e) = &result {
                 tracing::error!(tenant_id = ?tenant_id, error = %e, "cohort worker: a pass failed; the next goes on");
+                if let Some(broken) = conn.take() {
+                    crate::run::close(broken).await;
+                }
             }
             let pass = PassReport::of(tenant_id, &result);
             let cancelled = pass.status == Some(RunStatus::Cancelled);
             report.passes.push(pass);
             if cancelled {
                 report.cancelled = true;
-                return;
+                break;
             }
         }
+        if let Some(conn) = conn {
+            crate::run::close(conn).await;
+        }
+    }
+
+    /// One pass on the passes' connection, opened (out of the pool) if
+    /// there is none yet; readiness was checked when the occurrence began.
+    async fn pass(
+        &self,
+        conn: &mut Option<sqlx::PgConnection>,
+        scope: &Scope,
+        occurrence: DateTime<Utc>,
+        options: SweepOptions,
+    ) -> Result<RunResult, Error> {
+        let conn = match conn {
+            Some(c) => c,
+            None => conn.insert(self.cohort.inner.pool.acquire().await?.detach()),
+        };
+        self.cohort
+            .sweep_on(conn, scope, occurrence, options, Trigger::Scheduled)
+            .await
     }
 }
 
