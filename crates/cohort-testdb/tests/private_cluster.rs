@@ -132,10 +132,11 @@ fn assert_cleaned_up(dir: &Path, postmaster: &str) {
 
 #[test]
 fn a_private_cluster_is_removed_after_its_process_exits() {
-    if !have_server_binaries() {
-        eprintln!("skipped: no initdb on this machine");
-        return;
-    }
+    assert!(
+        have_server_binaries(),
+        "this test starts a private cluster: it needs PostgreSQL's initdb and pg_ctl \
+         (Debian: postgresql-15)"
+    );
     let (mut child, dir, postmaster) = start_child();
     assert!(process_exists(&postmaster));
     drop(child.stdin.take());
@@ -146,10 +147,11 @@ fn a_private_cluster_is_removed_after_its_process_exits() {
 
 #[test]
 fn a_private_cluster_is_removed_after_ctrl_c_to_the_process_group() {
-    if !have_server_binaries() {
-        eprintln!("skipped: no initdb on this machine");
-        return;
-    }
+    assert!(
+        have_server_binaries(),
+        "this test starts a private cluster: it needs PostgreSQL's initdb and pg_ctl \
+         (Debian: postgresql-15)"
+    );
     let (mut child, dir, postmaster) = start_child();
     // What a terminal's Ctrl-C does: SIGINT to every process in the group.
     let group = format!("-{}", child.id());
