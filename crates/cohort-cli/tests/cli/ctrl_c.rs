@@ -215,17 +215,17 @@ async fn a_second_ctrl_c_exits_at_once() {
 // contract: K4
 // On a terminal: a live line per table with rows done and rows/s (drawn by
 // indicatif on stderr). `script` gives the command a pseudo-terminal; where
-// util-linux's `script` is missing the test says so and checks nothing.
+// util-linux's `script` (Debian's essential `bsdutils`) is missing the test
+// fails and says so.
 #[tokio::test]
 async fn on_a_terminal_progress_is_a_live_line_per_table() {
-    if std::process::Command::new("script")
-        .arg("--version")
-        .output()
-        .map_or(true, |o| !o.status.success())
-    {
-        eprintln!("no util-linux `script`: the terminal display is not checked here");
-        return;
-    }
+    assert!(
+        std::process::Command::new("script")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "this test needs util-linux's `script` for a pseudo-terminal (Debian: bsdutils)"
+    );
     let p = Project::new().await;
     setup(&p).await;
     let shell = format!(
