@@ -516,21 +516,36 @@ async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
     let cohort = build(
         &db,
         options(),
-        vec![(
-            Recorder::new("audit", &log, Behaviour::BlockThreadFirstUntil(gate)),
-            with_id(),
-        )],
+        vec![(Recorder::new("audit", &log, Behaviour::Succeed), with_id())],
     )
     .await;
     cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    // The stalled dispatcher runs on a thread of its own, with a runtime and
+    // a pool of its own: a connection it hands back while its runtime is
+    // blocked must not starve the test's pool.
     let stalled = {
-        let cohort = cohort.clone();
+        let url = db.url();
+        let log = log.clone();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("runtime");
-            rt.block_on(async move { cohort.dispatcher().run_once().await })
+            rt.block_on(async move {
+                let pool = sqlx::PgPool::connect(&url).await.expect("pool");
+                let stalled = Cohort::builder(pool)
+                    .options(options())
+                    .rules(purge_rules())
+                    .entity::<SessionNote>()
+                    .row_handler_with::<SessionNote, _>(
+                        Recorder::new("audit", &log, Behaviour::BlockThreadFirstUntil(gate)),
+                        with_id(),
+                    )
+                    .build()
+                    .await
+                    .expect("model");
+                stalled.dispatcher().run_once().await
+            })
         })
     };
     // The first dispatcher must hold the claim before the wait for its
