@@ -203,7 +203,16 @@ async fn build(
     options: Options,
     handlers: Vec<(Recorder, RowHandlerOptions)>,
 ) -> Cohort {
-    let mut builder = Cohort::builder(db.pool().clone())
+    build_on(db.pool().clone(), options, handlers).await
+}
+
+/// [`build`] on a pool of the caller's.
+async fn build_on(
+    pool: sqlx::PgPool,
+    options: Options,
+    handlers: Vec<(Recorder, RowHandlerOptions)>,
+) -> Cohort {
+    let mut builder = Cohort::builder(pool)
         .options(options)
         .rules(purge_rules())
         .entity::<SessionNote>();
@@ -533,17 +542,15 @@ async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
                 .expect("runtime");
             rt.block_on(async move {
                 let pool = sqlx::PgPool::connect(&url).await.expect("pool");
-                let stalled = Cohort::builder(pool)
-                    .options(options())
-                    .rules(purge_rules())
-                    .entity::<SessionNote>()
-                    .row_handler_with::<SessionNote, _>(
+                let stalled = build_on(
+                    pool,
+                    options(),
+                    vec![(
                         Recorder::new("audit", &log, Behaviour::BlockThreadFirstUntil(gate)),
                         with_id(),
-                    )
-                    .build()
-                    .await
-                    .expect("model");
+                    )],
+                )
+                .await;
                 stalled.dispatcher().run_once().await
             })
         })

@@ -367,6 +367,17 @@ async fn without_per_row_audit_a_drop_writes_counts_only() {
     assert_eq!(affected, dropped + swept);
 }
 
+/// A hold on the event with id `id`, from now on.
+fn hold_on(id: i64) -> HoldRequest {
+    HoldRequest::new(
+        uuid(EVENT_ID),
+        id.to_string(),
+        None,
+        "litigation",
+        Utc::now(),
+    )
+}
+
 /// The id of the first row of February 2025.
 async fn february_row(db: &TestDb) -> i64 {
     count(
@@ -385,16 +396,7 @@ async fn a_partition_with_a_held_row_is_swept_row_by_row_and_the_row_survives() 
     let mut conn = db.pool().acquire().await.expect("conn");
     cohort
         .holds()
-        .create(
-            &mut conn,
-            HoldRequest::new(
-                uuid(EVENT_ID),
-                held.to_string(),
-                None,
-                "litigation",
-                Utc::now(),
-            ),
-        )
+        .create(&mut conn, hold_on(held))
         .await
         .expect("hold");
     let february = rows_between(&db, "2025-02-01", "2025-03-01").await;
@@ -457,16 +459,7 @@ async fn a_hold_committed_while_the_drop_waits_for_the_fence_keeps_its_partition
     let mut tx = db.pool().begin().await.expect("begin");
     cohort
         .holds()
-        .create(
-            &mut tx,
-            HoldRequest::new(
-                uuid(EVENT_ID),
-                held.to_string(),
-                None,
-                "litigation",
-                Utc::now(),
-            ),
-        )
+        .create(&mut tx, hold_on(held))
         .await
         .expect("hold");
     let sweep = tokio::spawn({
@@ -527,13 +520,7 @@ async fn a_hold_created_during_a_drop_waits_and_then_finds_no_row() {
         let pool = db.pool().clone();
         async move {
             let mut conn = pool.acquire().await.expect("conn");
-            cohort
-                .holds()
-                .create(
-                    &mut conn,
-                    HoldRequest::new(uuid(EVENT_ID), target.to_string(), None, "late", Utc::now()),
-                )
-                .await
+            cohort.holds().create(&mut conn, hold_on(target)).await
         }
     });
     let mut probe = db.pool().acquire().await.expect("conn");

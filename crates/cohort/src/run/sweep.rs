@@ -22,10 +22,11 @@ impl Cohort {
         // mid-run, the connection closes, the batch in flight rolls back and
         // the run lock is released, so `settle_abandoned_runs` can settle it.
         let mut conn = self.inner.pool.acquire().await?.detach();
-        let result = match self.ensure_ready(&mut conn).await {
-            Ok(()) => self.sweep_on(&mut conn, scope, now, options, trigger).await,
-            Err(e) => Err(e),
-        };
+        let result = async {
+            self.ensure_ready(&mut conn).await?;
+            self.sweep_on(&mut conn, scope, now, options, trigger).await
+        }
+        .await;
         close(conn).await;
         result
     }
