@@ -17,7 +17,8 @@ pub(crate) mod code {
     pub(crate) const USAGE: u8 = 2;
     /// A check ran and failed: `schema check` (not ready), `validate`
     /// (problems found), `coverage --fail-on-unclassified` (unclassified
-    /// tables).
+    /// tables), `verify` (a broken chain), `certificate` (the run did not
+    /// erase that subject).
     pub(crate) const CHECK_FAILED: u8 = 3;
     /// Interrupted by Ctrl-C: the run ended `Cancelled`, or a second Ctrl-C
     /// exited at once.
@@ -33,7 +34,7 @@ Exit codes:
   2    usage error (unknown command or flag, malformed value)
   3    a check failed (schema check: not ready; validate: problems found;
        coverage --fail-on-unclassified: unclassified tables;
-       verify: the ledger's chain is broken)
+       verify: the ledger's chain is broken; certificate: the run did not erase that subject)
   130  interrupted by Ctrl-C (the run ended Cancelled; a second Ctrl-C exits at once)";
 
 /// Everything that can stop a command, each with an actionable message.
@@ -134,6 +135,17 @@ fn cohort_message(e: &cohort::Error) -> String {
         cohort::Error::Validation(report) => {
             format!("the model does not fit the database: {report}")
         }
+        cohort::Error::Evidence(cohort::evidence::EvidenceError::SubjectMismatch { run_id }) => {
+            format!(
+                "run {run_id} did not erase this subject (or certificate_key is not the one set when it erased): no certificate"
+            )
+        }
+        cohort::Error::Evidence(cohort::evidence::EvidenceError::SubjectNotRecorded { run_id }) => {
+            format!(
+                "run {run_id} recorded no subject hash, so it cannot be certified: it ran without certificate_key set \
+                 (or before `cohort schema migrate` added migration 6); set COHORT_CERTIFICATE_KEY before erasing"
+            )
+        }
         cohort::Error::SchemaNotReady(report) => format!(
             "{e}\n{report}fix: run `cohort schema migrate` (or apply `cohort schema sql` with your migration tool)"
         ),
@@ -147,6 +159,10 @@ impl CliError {
         match self {
             CliError::Usage(_) => code::USAGE,
             CliError::CheckFailed(_) => code::CHECK_FAILED,
+            CliError::Cohort(cohort::Error::Evidence(
+                cohort::evidence::EvidenceError::SubjectMismatch { .. }
+                | cohort::evidence::EvidenceError::SubjectNotRecorded { .. },
+            )) => code::CHECK_FAILED,
             CliError::Interrupted(_) | CliError::WorkerInterrupted => code::INTERRUPTED,
             _ => code::ERROR,
         }

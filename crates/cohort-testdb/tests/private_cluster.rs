@@ -63,9 +63,18 @@ fn have_server_binaries() -> bool {
 
 /// The child, in a process group of its own (so the test can signal the
 /// group as a terminal would), with its cluster's directory and postmaster pid.
+///
+/// The child starts with SIGINT at its default disposition whatever this
+/// process inherited: a suite started in the background or under `nohup`
+/// ignores SIGINT, and an ignored signal stays ignored across `exec`, so the
+/// Ctrl-C test would send a signal nobody hears. `env --default-signal`
+/// (GNU coreutils 8.31 and later) resets it before it runs the child; the
+/// crate forbids the `unsafe` a `pre_exec` hook would need.
 fn start_child() -> (Child, PathBuf, String) {
     let exe = std::env::current_exe().expect("test binary");
-    let mut child = Command::new(exe)
+    let mut child = Command::new("env")
+        .arg("--default-signal=INT")
+        .arg(exe)
         .args([
             "child_holds_a_private_cluster",
             "--exact",
@@ -162,5 +171,10 @@ fn a_private_cluster_is_removed_after_ctrl_c_to_the_process_group() {
     assert!(sent.success());
     let status = child.wait().expect("wait");
     assert!(!status.success(), "the child was interrupted: {status}");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(2),
+        "the child died of SIGINT: {status}"
+    );
     assert_cleaned_up(&dir, &postmaster);
 }

@@ -58,6 +58,8 @@ pub(crate) struct Inner {
     pub(crate) handlers: Vec<Registered>,
     /// The worker's schedule, parsed at build.
     pub(crate) schedule: crate::worker::Schedule,
+    /// The host's key for subject hashes ([`CohortBuilder::subject_key`]).
+    pub(crate) subject_key: Option<Arc<[u8]>>,
     /// Set once readiness has passed; failures are never cached.
     ready: AtomicBool,
 }
@@ -98,6 +100,7 @@ impl Cohort {
             observers: Vec::new(),
             anonymisers: HashMap::new(),
             handlers: Vec::new(),
+            subject_key: None,
         }
     }
 
@@ -250,6 +253,7 @@ pub struct CohortBuilder {
     anonymisers: HashMap<String, Arc<dyn AnonymiserFn>>,
     /// Row handlers, with the type each was registered for.
     handlers: Vec<(&'static str, Option<Uuid>, Registered)>,
+    subject_key: Option<Arc<[u8]>>,
 }
 
 impl fmt::Debug for CohortBuilder {
@@ -264,6 +268,7 @@ impl fmt::Debug for CohortBuilder {
             .field("observers", &self.observers.len())
             .field("anonymisers", &anonymisers)
             .field("handlers", &self.handlers.len())
+            .field("subject_key", &self.subject_key.as_ref().map(|_| "***"))
             .finish_non_exhaustive()
     }
 }
@@ -284,6 +289,26 @@ impl CohortBuilder {
     /// Registers a retained (or explicitly exempt) row type.
     pub fn entity<T: Retained>(mut self) -> Self {
         self.descriptors.push(T::descriptor());
+        self
+    }
+
+    /// Sets the host's secret key for subject hashes. Each erasure then
+    /// records HMAC-SHA256(key, subject) with its run (never the subject
+    /// itself), and [`crate::evidence::certificate`] refuses to certify a
+    /// subject whose hash under the same key differs, so a certificate can
+    /// only be issued for the subject that was erased (contract EV4).
+    /// Without a key, erasures record no hash and cannot be certified. Keep
+    /// the key in your secret store; the same key goes into
+    /// [`crate::evidence::CertificateOptions::subject_key`].
+    ///
+    /// ```
+    /// # fn f(pool: sqlx::PgPool) -> cohort::CohortBuilder {
+    /// let key: Vec<u8> = std::env::var("COHORT_CERTIFICATE_KEY").unwrap_or_default().into_bytes();
+    /// cohort::Cohort::builder(pool).subject_key(key)
+    /// # }
+    /// ```
+    pub fn subject_key(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.subject_key = Some(Arc::from(key.into()));
         self
     }
 
@@ -370,6 +395,12 @@ impl CohortBuilder {
             problems: self.options.validate(),
             ..ValidationReport::default()
         };
+        if self.subject_key.as_deref().is_some_and(<[u8]>::is_empty) {
+            report.problems.push(ValidationProblem::general(
+                "the subject key is empty",
+                "pass CohortBuilder::subject_key a secret of at least 16 bytes, or leave it unset",
+            ));
+        }
         let schema = SchemaName::new(&self.options.schema).unwrap_or_default();
         let Some(provider) = self.provider else {
             report.problems.push(ValidationProblem::general(
@@ -413,20 +444,31 @@ impl CohortBuilder {
         // Options::validate reported a bad schedule already.
         let schedule = crate::worker::Schedule::parse(&self.options.worker).ok();
         match (model, schedule) {
-            (Some(model), Some(schedule)) if report.is_empty() => Ok(Cohort {
-                inner: Arc::new(Inner {
-                    pool: self.pool,
-                    options: self.options,
-                    schema,
-                    provider,
-                    model,
-                    observers: self.observers,
-                    handlers,
-                    schedule,
-                    // Checked again by the first operation: only success is cached.
-                    ready: AtomicBool::new(false),
-                }),
-            }),
+            (Some(model), Some(schedule)) if report.is_empty() => {
+                // The fence trigger reads plain-SQL holds' record ids through
+                // this (contract H16).
+                let mut tx = Pinned::begin(&mut conn).await?;
+                let registered =
+                    crate::schema::registry::register(tx.conn(), &schema, &model.entities)
+                        .await
+                        .map_err(Error::from);
+                tx.finish(registered).await?;
+                Ok(Cohort {
+                    inner: Arc::new(Inner {
+                        pool: self.pool,
+                        options: self.options,
+                        schema,
+                        provider,
+                        model,
+                        observers: self.observers,
+                        handlers,
+                        schedule,
+                        subject_key: self.subject_key,
+                        // Checked again by the first operation: only success is cached.
+                        ready: AtomicBool::new(false),
+                    }),
+                })
+            }
             _ => Err(Error::Validation(report)),
         }
     }

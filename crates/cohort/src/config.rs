@@ -105,6 +105,20 @@ pub struct Options {
 
 /// The scheduled worker's settings (contract W1).
 ///
+/// The struct is `#[non_exhaustive]` (settings will be added), so build it
+/// in code from its default and set the fields you need:
+///
+/// ```
+/// let mut worker = cohort::WorkerOptions::default();
+/// worker.schedule = "30 3 * * *".to_owned();
+/// worker.time_zone = Some("Europe/Berlin".to_owned());
+/// let mut options = cohort::Options::default();
+/// options.worker = worker;
+/// assert!(options.validate().is_empty());
+/// ```
+///
+/// or read it with serde, as any other setting:
+///
 /// ```
 /// let options: cohort::Options = serde_json::from_str(
 ///     r#"{ "worker": { "schedule": "30 3 * * *", "time_zone": "Europe/Berlin", "dry_run": true } }"#,

@@ -26,7 +26,32 @@ pub enum Error {
     SchemaNotReady(ReadinessReport),
 
     /// Start-up validation found problems; the report lists every one (its
-    /// `Display` gives one line each).
+    /// `Display` gives one line each). This error's own message is one line,
+    /// so print the report to show them:
+    ///
+    /// ```no_run
+    /// # async fn start(builder: cohort::CohortBuilder) -> Option<cohort::Cohort> {
+    /// match builder.build().await {
+    ///     Ok(cohort) => Some(cohort),
+    ///     Err(cohort::Error::Validation(report)) => {
+    ///         // "Cohort's configuration is invalid: 2 problem(s)", then one
+    ///         // line per problem, each naming the type, table and column.
+    ///         eprintln!("{}", cohort::Error::Validation(report.clone()));
+    ///         for problem in &report.problems {
+    ///             eprintln!("  {problem}");
+    ///         }
+    ///         for problem in &report.readiness {
+    ///             eprintln!("  {problem}");
+    ///         }
+    ///         None
+    ///     }
+    ///     Err(other) => {
+    ///         eprintln!("{other}");
+    ///         None
+    ///     }
+    /// }
+    /// # }
+    /// ```
     #[error("Cohort's configuration is invalid: {count} problem(s)", count = .0.len())]
     Validation(ValidationReport),
 

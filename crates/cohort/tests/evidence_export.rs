@@ -245,6 +245,9 @@ async fn exports_round_trip_to_what_the_ledger_holds() {
     assert!(out.is_empty());
 }
 
+/// The host's subject key: erasures record their subject's hash under it.
+const KEY: &[u8] = b"host certificate key";
+
 async fn erased() -> (TestDb, Uuid) {
     let (db, _) = db_with_cohort("public").await;
     db.exec(TABLES).await;
@@ -268,6 +271,7 @@ async fn erased() -> (TestDb, Uuid) {
             ),
         )
         .entity::<UserRecord>()
+        .subject_key(KEY)
         .build()
         .await
         .expect("model");
@@ -297,7 +301,7 @@ async fn erased() -> (TestDb, Uuid) {
 async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head() {
     let (db, run_id) = erased().await;
     let mut conn = db.pool().acquire().await.expect("conn");
-    let key = b"host certificate key";
+    let key = KEY;
     let subject = "aaaaaaaa-0000-0000-0000-000000000001";
     let options = CertificateOptions {
         subject,
@@ -372,14 +376,17 @@ async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head()
     // hand, through the chain's triggers).
     let manual = Uuid::new_v4();
     db.exec(&format!(
-        "INSERT INTO sweep_run (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at) \
-         VALUES ('{manual}', 'Erasure', 'Manual', false, '{t}', now(), 'Started', now()); \
+        "INSERT INTO sweep_run (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at, \
+                                subject_hmac) \
+         VALUES ('{manual}', 'Erasure', 'Manual', false, '{t}', now(), 'Started', now(), \
+                 decode('{hmac}', 'hex')); \
          INSERT INTO sweep_run_entity_summary (run_id, retained_entity_id, entity_type, category, tenant_id, strategy, \
              status, affected_count, held_count, skipped_count, null_anchor_count, legal_minimum_count, updated_at) \
          VALUES ('{manual}', '6b619c19-6e3c-44e8-a87f-975c68fd3988', 'UserRecord', 'user-data', '{t}', 'Purge', \
                  'Succeeded', 3, 1, 0, 2, 4, now()); \
          UPDATE sweep_run SET status = 'Succeeded', settled_at = now() WHERE run_id = '{manual}'",
-        t = tenant()
+        t = tenant(),
+        hmac = subject_hmac(key, subject),
     ))
     .await;
     let by_hand = certificate(&mut conn, &SchemaName::public(), manual, &options)
@@ -436,7 +443,7 @@ async fn a_signed_certificate_verifies_and_is_rejected_after_one_byte_changes() 
         run_id,
         &CertificateOptions {
             subject: "aaaaaaaa-0000-0000-0000-000000000001",
-            subject_key: b"k",
+            subject_key: KEY,
             subject_in_clear: false,
         },
     )

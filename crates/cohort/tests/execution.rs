@@ -464,6 +464,9 @@ async fn a_row_locked_by_another_transaction_is_skipped_not_waited_for() {
 #[tokio::test]
 async fn control_a_single_statement_delete_passes_a_hold_committed_mid_statement() {
     let db = setup().await;
+    // Building a handle registers the type, which the plain-SQL hold's
+    // trigger reads the record id through (contract H16).
+    let _cohort = cohort_with(&db, rules(Strategy::Purge), 100).await;
     notes(&db, 10).await;
     common::install_gate(
         &db,

@@ -91,7 +91,9 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 id(1, "cohort_tables"),
                 id(2, "cohort_entity_fence"),
                 id(3, "cohort_row_handlers"),
-                id(4, "cohort_evidence_chain")
+                id(4, "cohort_evidence_chain"),
+                id(5, "cohort_entity_registry"),
+                id(6, "cohort_erasure_subject")
             ]
         );
 
@@ -109,7 +111,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2, 3, 4], "schema {name:?}");
+        assert_eq!(applied, vec![1, 2, 3, 4, 5, 6], "schema {name:?}");
     }
 }
 
@@ -120,7 +122,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 6);
+    assert_eq!(written.len(), 9);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -183,14 +185,25 @@ async fn insert_ledger_and_holds(db: &TestDb, s: &str, entity: Uuid) {
 
 /// The columns migration 4 (the evidence chain) adds: upgrades fill them
 /// (they seal the rows already there), so "the data survived" compares the
-/// rest.
+/// rest. Migration 6's `subject_hmac` is NULL on every run written before it.
 const EVIDENCE_COLUMNS: &str = "{chain_seq,chain_prev,chain_hash,chain_payload,chain_summaries,chain_summaries_head,\
-     chain_details,chain_details_head,legal_minimum_count,removal_seq,removal_prev,removal_hash,chain_bridges}";
+     chain_details,chain_details_head,legal_minimum_count,removal_seq,removal_prev,removal_hash,chain_bridges,\
+     subject_hmac}";
+
+/// The five tables of migration 1, which hold the data upgrades must keep
+/// (the registry of migration 5 starts empty).
+const DATA_TABLES: [&str; 5] = [
+    "sweep_run",
+    "sweep_run_entity_summary",
+    "sweep_run_row_detail",
+    "sweep_row_handler_status",
+    "retention_holds",
+];
 
 /// Every row of Cohort's tables in `s`, as text, in a stable order.
 async fn contents(db: &TestDb, s: &str) -> Vec<String> {
     let mut rows = Vec::new();
-    for table in cohort::schema::TABLES {
+    for table in DATA_TABLES {
         let table_rows: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT (to_jsonb(t) - '{EVIDENCE_COLUMNS}'::text[])::text FROM {s}.{table} t ORDER BY 1"
         )))
@@ -215,11 +228,13 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 4);
+    assert_eq!(at_1.required_version, 6);
     let missing = vec![
         id(2, "cohort_entity_fence"),
         id(3, "cohort_row_handlers"),
         id(4, "cohort_evidence_chain"),
+        id(5, "cohort_entity_registry"),
+        id(6, "cohort_erasure_subject"),
     ];
     assert_eq!(at_1.missing_migrations, missing);
     // The missing migrations are the one problem: what they add is not listed again.
@@ -227,15 +242,16 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 4,
+            required: 6,
             missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 4: apply migration(s) \
-             2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain)"
+            "Cohort's schema is at version 1, this library needs 6: apply migration(s) \
+             2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain), \
+             5 (cohort_entity_registry), 6 (cohort_erasure_subject)"
         ),
         "{at_1}"
     );
@@ -466,13 +482,19 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 4,
+                required: 6,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
                     id(3, "cohort_row_handlers"),
-                    id(4, "cohort_evidence_chain")
+                    id(4, "cohort_evidence_chain"),
+                    id(5, "cohort_entity_registry"),
+                    id(6, "cohort_erasure_subject")
                 ],
+            },
+            ReadinessProblem::MissingColumn {
+                table: "sweep_run",
+                column: "subject_hmac",
             },
             ReadinessProblem::WrongNullability {
                 table: "sweep_row_handler_status",
@@ -486,14 +508,17 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
                 table: "retention_holds",
                 trigger: "retention_holds_entity_fence"
             },
+            ReadinessProblem::MissingTable {
+                table: "retention_entities"
+            },
         ],
         "{report}"
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 4): \
+            "no Cohort schema version is recorded on sweep_run (this library needs 6): \
                  apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
-                 4 (cohort_evidence_chain)"
+                 4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject)"
         ),
         "{report}"
     );
@@ -536,7 +561,9 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
         vec![
             id(2, "cohort_entity_fence"),
             id(3, "cohort_row_handlers"),
-            id(4, "cohort_evidence_chain")
+            id(4, "cohort_evidence_chain"),
+            id(5, "cohort_entity_registry"),
+            id(6, "cohort_erasure_subject")
         ]
     );
     let triggers: i64 = sqlx::query_scalar(
@@ -573,7 +600,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 6] = [
+    let expected: [(i64, MigrationType, &str); 9] = [
         (
             1,
             MigrationType::Simple,
@@ -604,6 +631,21 @@ fn published_migrations_never_change() {
             MigrationType::ReversibleDown,
             "35f11accf0532f393aae997965cc3ef8bd07a6f87b6e7a7eb9d60f9a4064c617cfdc8a0abaab963a3ba1bfbfa89ee0a1",
         ),
+        (
+            5,
+            MigrationType::Simple,
+            "ee0c9283cbdc75e8ac9ca9fa4424d09645b69baca030b3158e6c495ef35182cfd06ac5eeab2f0ed486829db5680ba429",
+        ),
+        (
+            6,
+            MigrationType::ReversibleUp,
+            "02262c032fb711f619cdbf5467ac83b10e9723e541672d8a15ca9849ddce5d959962ca43acbe29e04064d014c72881bc",
+        ),
+        (
+            6,
+            MigrationType::ReversibleDown,
+            "31e85ccf7ebe1b3ce21efe575b7cf587f8a7701ca32a8113dd08ac532512d789161b732fd8eb051191dcbe2a559bf9dd",
+        ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
         .iter()
@@ -623,17 +665,20 @@ fn published_migrations_never_change() {
 #[tokio::test]
 async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is_no_version() {
     let (db, schema) = db_with_cohort("public").await;
-    db.exec("COMMENT ON TABLE public.sweep_run IS 'cohort schema version 5'")
-        .await;
+    let newer = SCHEMA_VERSION + 1;
+    db.exec(&format!(
+        "COMMENT ON TABLE public.sweep_run IS 'cohort schema version {newer}'"
+    ))
+    .await;
     let report = readiness(&db, &schema).await;
     assert!(report.is_ready(), "{report}");
-    assert_eq!(report.installed_version, Some(5));
+    assert_eq!(report.installed_version, Some(newer));
     assert!(report.missing_migrations.is_empty());
     assert_eq!(
         report.warnings,
         vec![ReadinessWarning::NewerSchemaVersion {
-            installed: 5,
-            supported: 4
+            installed: newer,
+            supported: SCHEMA_VERSION
         }]
     );
 
@@ -642,9 +687,10 @@ async fn a_newer_schema_version_is_ready_with_a_warning_and_a_foreign_comment_is
     let report = readiness(&db, &schema).await;
     assert!(!report.is_ready());
     assert_eq!(report.installed_version, None);
-    assert_eq!(report.missing_migrations.len(), 4);
+    assert_eq!(report.missing_migrations.len(), SCHEMA_VERSION as usize);
     // Re-applying the latest migration puts the marker back.
-    db.exec(&migrations(&schema)[3].up).await;
+    let all = migrations(&schema);
+    db.exec(&all[all.len() - 1].up).await;
     assert_ready(&readiness(&db, &schema).await);
 }
 
@@ -695,6 +741,20 @@ async fn wait_until_fence_wait(observer: &mut PgConnection, pid: i32, key: i32) 
     panic!("backend {pid} never waited for the fence");
 }
 
+/// Registers `entity` in the install in `schema` (quoted SQL) as a retained
+/// type keyed by the `bigint` column of a table of its own, as
+/// `CohortBuilder::build` records a type: plain-SQL holds of it then pass
+/// the fence trigger's canonicalisation (contract H16).
+async fn register_bigint_entity(db: &TestDb, schema: &str, entity: Uuid) {
+    let table = format!("items_{}", entity.simple());
+    db.exec(&format!(
+        "CREATE TABLE public.{table} (id bigint PRIMARY KEY); \
+         INSERT INTO {schema}.retention_entities VALUES \
+           ('{entity}', 'Item', 'public', '{table}', 'id', 'bigint', NULL, '=', NULL, now())"
+    ))
+    .await;
+}
+
 // contract: H11
 #[tokio::test]
 async fn a_plain_sql_hold_insert_holds_the_entity_fence_until_commit() {
@@ -707,6 +767,7 @@ async fn a_plain_sql_hold_insert_holds_the_entity_fence_until_commit() {
     let key = fence_key(&mut observer, raw, entity).await;
     let other_key = fence_key(&mut observer, raw, other).await;
     assert!(fence_is_free(&mut observer, key).await);
+    register_bigint_entity(&db, r#""Retention Data""#, entity).await;
 
     // A host inserts a hold with plain SQL and does not commit yet.
     let mut host = db.connect().await;
@@ -772,6 +833,8 @@ async fn updating_a_hold_takes_the_fence_of_its_entity_and_of_the_one_it_leaves(
     let (db, _) = db_with_cohort("retention").await;
     let (from, to, bystander) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
     let hold = Uuid::new_v4();
+    register_bigint_entity(&db, "retention", from).await;
+    register_bigint_entity(&db, "retention", to).await;
     sqlx::query(
         "INSERT INTO retention.retention_holds (hold_id, retained_entity_id, record_id, reason, created_at) \
          VALUES ($1, $2, '7', 'litigation', now())",

@@ -373,6 +373,12 @@ pub(crate) async fn sweep(ctx: &Ctx, args: &SweepArgs) -> CliResult {
 /// `erase`.
 pub(crate) async fn erase(ctx: &Ctx, args: &EraseArgs) -> CliResult {
     let model = ctx.model()?;
+    if ctx.settings.certificate_key.is_none() {
+        eprintln!(
+            "warning: certificate_key is not set, so this erasure records no subject hash and `cohort certificate` \
+             will not certify it; set COHORT_CERTIFICATE_KEY (or certificate_key in cohort.toml) before erasing"
+        );
+    }
     let (cohort, progress) = prepared(ctx, &model).await?;
     let (scope, now) = scope(&args.scope);
     let token = cancel_on_ctrl_c(progress.clone())?;

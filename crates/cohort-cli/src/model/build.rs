@@ -202,5 +202,10 @@ pub(crate) async fn builder(
         let key: Arc<[u8]> = Arc::from(key.as_bytes());
         b = b.anonymiser(HASH_NAME, move |v: Option<&str>| keyed_hash(&key, v));
     }
+    // Erasures record their subject's hash under the certificate key, so
+    // `cohort certificate` can only certify the subject that was erased.
+    if let Some(key) = &settings.certificate_key {
+        b = b.subject_key(key.as_bytes().to_vec());
+    }
     Ok(b)
 }

@@ -158,6 +158,9 @@ async fn ctrl_c_cancels_the_sweep_cleanly_and_the_ledger_says_cancelled() {
 async fn a_second_ctrl_c_exits_at_once() {
     let p = Project::new().await;
     setup(&p).await;
+    // Validating builds a handle, which registers the table's key: the
+    // plain-SQL hold below is then read through it (contract H16).
+    assert_success(&p.cohort(&["validate"]));
     // A hold being created (uncommitted, inserted with plain SQL: Cohort's
     // trigger takes the entity fence exclusively) keeps the sweep's first
     // batch waiting: the first Ctrl-C cannot end it at a batch boundary.
@@ -187,20 +190,49 @@ async fn a_second_ctrl_c_exits_at_once() {
         "the batch to wait for the entity fence",
     )
     .await;
+    // The command's stderr, line by line, as it writes it.
+    let err_pipe = child.stderr.take().expect("stderr");
+    let (line_tx, lines) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(err_pipe).lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     interrupt(&child);
-    std::thread::sleep(Duration::from_millis(500));
+    // Gate: the first Ctrl-C has been handled (the command says so) while
+    // the batch still waits for the fence. Only a process that is still
+    // running, and knows it was interrupted once, can answer the second one
+    // with "second Ctrl-C", so no sleep is needed to tell the two apart.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen
+        .iter()
+        .any(|l: &String| l.contains("Ctrl-C: stopping after the current batch"))
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(e) => panic!("the first Ctrl-C was never acknowledged ({e}): {seen:#?}"),
+        }
+    }
     assert!(
-        child.try_wait().expect("poll").is_none(),
-        "the first Ctrl-C waits for the batch"
+        !seen.iter().any(|l| l.contains("second Ctrl-C")),
+        "{seen:#?}"
     );
     interrupt(&child);
     let status = wait_exit(&mut child, Duration::from_secs(10));
-    let out = child.wait_with_output().expect("collect the output");
-    assert_eq!(status.code(), Some(130), "stderr:\n{}", stderr(&out));
+    reader.join().expect("the stderr reader");
+    seen.extend(lines.try_iter());
+    let err = seen.join("\n");
+    assert_eq!(status.code(), Some(130), "stderr:\n{err}");
+    assert!(err.contains("second Ctrl-C: exiting at once"), "{err}");
     assert!(
-        stderr(&out).contains("second Ctrl-C: exiting at once"),
-        "{}",
-        stderr(&out)
+        !err.contains("settled:"),
+        "the run never settled: the second Ctrl-C exited at once\n{err}"
     );
     tx.rollback().await.expect("rollback");
     let _ = blocker.close().await;

@@ -40,7 +40,8 @@ audit = "per-row"
         ),
     );
     assert_success(&p.cohort(&["sweep", "--tenant", TENANT, "--now", NOW]));
-    assert_success(&p.cohort(&[
+    // The erasure records ann's hash under the certificate key.
+    let mut erase = p.command(&[
         "erase",
         "--tenant",
         TENANT,
@@ -48,7 +49,9 @@ audit = "per-row"
         "ann",
         "--now",
         NOW,
-    ]));
+    ]);
+    erase.env("COHORT_CERTIFICATE_KEY", "the-certificate-key");
+    assert_success(&run(erase));
 }
 
 // contract: K1 (verify: exit 0 on an intact chain, 3 naming the row when a
@@ -213,4 +216,72 @@ async fn certificate_of_the_latest_erasure() {
         .filter_map(|t| t["erased"].as_i64())
         .sum();
     assert_eq!(erased, 1, "{j}");
+
+    // contract: EV4 (a certificate only for the subject the run erased;
+    // another subject, or another key, is a failed check, exit 3)
+    for (subject, key) in [("bob", "the-certificate-key"), ("ann", "another-key")] {
+        let mut c = p.command(&["certificate", "latest", "--subject", subject]);
+        c.env("COHORT_CERTIFICATE_KEY", key);
+        let out = run(c);
+        assert_code(&out, 3);
+        assert!(
+            stderr(&out).contains("did not erase this subject"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    }
+
+    // contract: EV4 (the file the command writes verifies through the
+    // library as it is, its final newline included)
+    let mut c = p.command(&[
+        "certificate",
+        "latest",
+        "--subject",
+        "ann",
+        "--signing-key",
+        "signing.key",
+        "-o",
+        "cert.json",
+    ]);
+    c.env("COHORT_CERTIFICATE_KEY", "the-certificate-key");
+    assert_success(&run(c));
+    let document = std::fs::read_to_string(p.dir.join("cert.json")).expect("cert.json");
+    assert!(document.ends_with('\n'));
+    let verifying = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]).verifying_key();
+    let verified = cohort::evidence::SignedCertificate::verify(&document, &verifying)
+        .expect("the written file verifies");
+    assert_eq!(verified.types.len(), 1);
+}
+
+// contract: EV4 (an erasure without certificate_key says at once that it
+// cannot be certified later, and certifying it is a failed check)
+#[tokio::test]
+async fn an_erasure_without_a_certificate_key_warns_and_cannot_be_certified() {
+    let p = Project::new().await;
+    setup(&p).await;
+    let out = p.cohort(&[
+        "erase",
+        "--tenant",
+        TENANT,
+        "--subject",
+        "bob",
+        "--now",
+        NOW,
+    ]);
+    assert_success(&out);
+    assert!(
+        stderr(&out).contains("certificate_key is not set"),
+        "{}",
+        stderr(&out)
+    );
+    let mut c = p.command(&["certificate", "latest", "--subject", "bob"]);
+    c.env("COHORT_CERTIFICATE_KEY", "the-certificate-key");
+    let out = run(c);
+    assert_code(&out, 3);
+    assert!(
+        stderr(&out).contains("recorded no subject hash"),
+        "{}",
+        stderr(&out)
+    );
 }

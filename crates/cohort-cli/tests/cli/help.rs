@@ -17,9 +17,14 @@ const LEAVES: &[&[&str]] = &[
     &["holds", "prune"],
     &["runs", "list"],
     &["runs", "show"],
+    &["runs", "export"],
     &["coverage"],
     &["schedule"],
     &["demo"],
+    &["worker"],
+    &["verify"],
+    &["report"],
+    &["certificate"],
 ];
 
 // contract: K1
@@ -30,8 +35,21 @@ fn every_subcommand_has_help_with_an_example_and_the_exit_codes() {
     assert_success(&top);
     let text = stdout(&top);
     for name in [
-        "init", "schema", "validate", "preview", "sweep", "erase", "holds", "runs", "coverage",
-        "schedule", "demo",
+        "init",
+        "schema",
+        "validate",
+        "preview",
+        "sweep",
+        "erase",
+        "holds",
+        "runs",
+        "coverage",
+        "schedule",
+        "demo",
+        "worker",
+        "verify",
+        "report",
+        "certificate",
     ] {
         assert!(
             text.contains(&format!("  {name} ")),

@@ -27,6 +27,8 @@ pub(crate) struct Equality {
     /// The equality operator: `OPERATOR("schema".=)`, or `=` when no btree
     /// class was found (then the type's own resolution applies).
     pub(crate) eq: String,
+    /// The operator's raw schema and name, when `eq` names one.
+    pub(crate) operator: Option<(String, String)>,
 }
 
 /// Reads the comparison type and operator of each `(table oid, column name)`,
@@ -109,16 +111,20 @@ pub(crate) async fn equalities(
             let cmp_type: Option<String> = r.try_get("cmp_type")?;
             let op_name: Option<String> = r.try_get("op_name")?;
             let op_schema: Option<String> = r.try_get("op_schema")?;
-            let eq = match (op_name, op_schema) {
+            let (eq, operator) = match (op_name, op_schema) {
                 (Some(name), Some(schema)) if is_operator_name(&name) => {
                     match crate::sql::Ident::new(&schema) {
-                        Ok(schema) => format!("OPERATOR({schema}.{name})"),
-                        Err(_) => "=".to_owned(),
+                        Ok(quoted) => (format!("OPERATOR({quoted}.{name})"), Some((schema, name))),
+                        Err(_) => ("=".to_owned(), None),
                     }
                 }
-                _ => "=".to_owned(),
+                _ => ("=".to_owned(), None),
             };
-            Ok(cmp_type.map(|cmp_type| Equality { cmp_type, eq }))
+            Ok(cmp_type.map(|cmp_type| Equality {
+                cmp_type,
+                eq,
+                operator,
+            }))
         })
         .collect()
 }

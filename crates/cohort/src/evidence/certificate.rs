@@ -97,12 +97,13 @@ pub struct Certificate {
 #[derive(Debug, Clone, Copy)]
 pub struct CertificateOptions<'a> {
     /// The subject the erasure was for, as the host passed it to
-    /// [`crate::ErasureRequest`]. The ledger does not store the subject:
-    /// the certificate binds the host's statement of it.
+    /// [`crate::ErasureRequest`]. The ledger stores only its keyed hash, so
+    /// this must be the erased subject: any other is refused.
     pub subject: &'a str,
-    /// The host's HMAC key: the certificate keeps the subject only as
-    /// HMAC-SHA256(key, subject), so it can be matched by whoever holds the
-    /// key and read by no one else.
+    /// The host's HMAC key, the one the handle that erased had
+    /// ([`crate::CohortBuilder::subject_key`]): the certificate keeps the
+    /// subject only as HMAC-SHA256(key, subject), so it can be matched by
+    /// whoever holds the key and read by no one else.
     pub subject_key: &'a [u8],
     /// Also put the subject in clear (off unless the host asks).
     pub subject_in_clear: bool,
@@ -118,6 +119,15 @@ fn time_text(prefix: &str, c: &str) -> String {
 }
 
 /// Builds the certificate of erasure run `run_id` from the ledger.
+///
+/// The run must have been erasing `options.subject`: an erasure records
+/// HMAC-SHA256 of its subject under the host's key
+/// ([`crate::CohortBuilder::subject_key`]), and the certificate is refused
+/// with [`EvidenceError::SubjectMismatch`] when `options.subject` under
+/// `options.subject_key` hashes differently (another subject, or another
+/// key), and with [`EvidenceError::SubjectNotRecorded`] when the run
+/// recorded no hash (erased without a key, or before schema migration 6).
+/// A subject that was erased and had no rows still gets its certificate.
 ///
 /// Per type: the rows erased, and the rows left with their reasons: an
 /// active hold (`held_count`), the legal minimum not yet passed
@@ -144,7 +154,7 @@ pub async fn certificate(
 ) -> Result<Certificate, Error> {
     super::ensure_ready(conn, schema).await?;
     let run = sqlx::query(AssertSqlSafe(format!(
-        "SELECT r.run_kind, r.status, r.dry_run, r.tenant_id, r.error, r.chain_seq, \
+        "SELECT r.run_kind, r.status, r.dry_run, r.tenant_id, r.error, r.chain_seq, r.subject_hmac, \
                 pg_catalog.encode(r.chain_hash, 'hex') AS chain_hash, {}, {}, {} \
          FROM {} AS r WHERE r.run_id OPERATOR(pg_catalog.=) $1",
         time_text("r", "logical_now"),
@@ -166,6 +176,15 @@ pub async fn certificate(
     let (Some(seq), Some(hash)) = (seq, hash) else {
         return Err(EvidenceError::NotSettled { run_id }.into());
     };
+    // The run recorded its subject's keyed hash: certify only that subject.
+    let recorded: Option<Vec<u8>> = run.try_get("subject_hmac")?;
+    match recorded {
+        None => return Err(EvidenceError::SubjectNotRecorded { run_id }.into()),
+        Some(recorded) if !is_subject(options.subject_key, options.subject, &recorded) => {
+            return Err(EvidenceError::SubjectMismatch { run_id }.into());
+        }
+        Some(_) => {}
+    }
 
     let rows = sqlx::query(AssertSqlSafe(format!(
         "SELECT s.retained_entity_id, s.entity_type, s.category, s.strategy, s.status, \
@@ -236,14 +255,27 @@ pub async fn certificate(
 /// assert_ne!(a, cohort::evidence::subject_hmac(b"other key", "ann@example.com"));
 /// ```
 pub fn subject_hmac(key: &[u8], subject: &str) -> String {
+    to_hex(&subject_hmac_bytes(key, subject))
+}
+
+/// HMAC-SHA256(`key`, `subject`) as bytes: what an erasure run records.
+pub(crate) fn subject_hmac_bytes(key: &[u8], subject: &str) -> Vec<u8> {
+    subject_mac(key, subject)
+        .map(|mac| mac.finalize().into_bytes().to_vec())
+        .unwrap_or_default()
+}
+
+fn subject_mac(key: &[u8], subject: &str) -> Option<Hmac<Sha256>> {
     // HMAC takes keys of any length; `new_from_slice` cannot fail for it.
-    match <Hmac<Sha256> as KeyInit>::new_from_slice(key) {
-        Ok(mut mac) => {
-            mac.update(subject.as_bytes());
-            to_hex(&mac.finalize().into_bytes())
-        }
-        Err(_) => String::new(),
-    }
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).ok()?;
+    mac.update(subject.as_bytes());
+    Some(mac)
+}
+
+/// Whether `recorded` (an erasure run's `subject_hmac`) is the hash of
+/// `subject` under `key`, compared in constant time.
+fn is_subject(key: &[u8], subject: &str, recorded: &[u8]) -> bool {
+    subject_mac(key, subject).is_some_and(|mac| mac.verify_slice(recorded).is_ok())
 }
 
 impl Certificate {
@@ -379,7 +411,9 @@ impl SignedCertificate {
     /// Checks a document: it must be exactly what [`Self::to_json`] writes
     /// (so any changed byte is refused, even one JSON would ignore), carry a
     /// signature by `key`, and that signature must verify over the
-    /// certificate. Returns the certificate.
+    /// certificate. One line ending after the document (`\n` or `\r\n`,
+    /// as the `cohort certificate` command and most editors end a file) is
+    /// not part of it. Returns the certificate.
     ///
     /// ```
     /// use cohort::evidence::{SignedCertificate};
@@ -389,6 +423,10 @@ impl SignedCertificate {
     /// # Ok(()) }
     /// ```
     pub fn verify(document: &str, key: &VerifyingKey) -> Result<Certificate, EvidenceError> {
+        let document = document
+            .strip_suffix("\r\n")
+            .or_else(|| document.strip_suffix('\n'))
+            .unwrap_or(document);
         let parsed: SignedCertificate =
             serde_json::from_str(document).map_err(|e| EvidenceError::MalformedCertificate {
                 reason: e.to_string(),

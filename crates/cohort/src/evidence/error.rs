@@ -31,6 +31,24 @@ pub enum EvidenceError {
         /// The run asked for.
         run_id: Uuid,
     },
+    /// A certificate was asked for a subject that the run did not erase:
+    /// its keyed hash differs from the one the run recorded (another
+    /// subject, or another key).
+    #[error(
+        "run {run_id} did not erase this subject (or the subject key differs from the one it erased with)"
+    )]
+    SubjectMismatch {
+        /// The run asked for.
+        run_id: Uuid,
+    },
+    /// A certificate was asked for an erasure that recorded no subject hash:
+    /// it ran without a subject key ([`crate::CohortBuilder::subject_key`])
+    /// or before schema migration 6, so nothing ties it to a subject.
+    #[error("run {run_id} recorded no subject hash, so it cannot be certified for a subject")]
+    SubjectNotRecorded {
+        /// The run asked for.
+        run_id: Uuid,
+    },
     /// A certificate document is not one [`crate::evidence::SignedCertificate::to_json`]
     /// wrote: unparsable, or not byte for byte in canonical form.
     #[error("not a canonical certificate document: {reason}")]

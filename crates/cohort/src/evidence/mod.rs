@@ -23,6 +23,7 @@ mod error;
 mod export;
 mod report;
 
+pub(crate) use certificate::subject_hmac_bytes;
 pub use certificate::{
     BlockedCount, CERTIFICATE_VERSION, Certificate, CertificateOptions, CertificateSignature,
     CertificateType, ChainLink, SignedCertificate, certificate, subject_hmac,

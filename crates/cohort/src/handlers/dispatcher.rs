@@ -52,7 +52,18 @@ pub struct DispatchReport {
     pub scrubbed: u64,
     /// Abandoned runs settled.
     pub runs_settled: u64,
+    /// Deliveries due for longer than the claim timeout whose retained type
+    /// no handler of this dispatcher serves (counted up to
+    /// [`MAX_UNSERVED_COUNTED`]): work queued by another application that
+    /// shares the install (its dispatcher delivers it), or by a type whose
+    /// handlers this application no longer registers. Such work is never
+    /// claimed here; a non-zero count is logged as a warning naming the
+    /// types (contract RH9).
+    pub unserved: u64,
 }
+
+/// The most deliveries [`DispatchReport::unserved`] counts.
+pub const MAX_UNSERVED_COUNTED: u64 = 10_000;
 
 /// Delivers queued row-handler work. Get one from [`Cohort::dispatcher`];
 /// run as many as you like, on as many replicas as you like: claims skip
@@ -169,6 +180,21 @@ impl Dispatcher {
             runs_settled: self.cohort.settle_abandoned().await?,
             ..DispatchReport::default()
         };
+        let (unserved, types): (i64, Vec<Uuid>) = sqlx::query_as(AssertSqlSafe(sql.unserved()))
+            .bind(&entities)
+            .bind(interval(options.claim_timeout))
+            .bind(MAX_UNSERVED_COUNTED as i64)
+            .fetch_one(&mut *conn)
+            .await?;
+        report.unserved = count(unserved);
+        if report.unserved > 0 {
+            tracing::warn!(
+                unserved = report.unserved,
+                types = ?types,
+                "row-handler work of retained types this application registers no handler for has waited \
+                 longer than the claim timeout; run the dispatcher of the application that registers them"
+            );
+        }
         if entities.is_empty() {
             return Ok(report);
         }

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::policy::{ProviderError, Strategy};
 
 pub(crate) use dispatcher::CHANNEL;
-pub use dispatcher::{DispatchReport, Dispatcher};
+pub use dispatcher::{DispatchReport, Dispatcher, MAX_UNSERVED_COUNTED};
 pub(crate) use queue::QueueSql;
 
 /// What a handler's hooks return on failure: any error. Only its type name

@@ -153,6 +153,25 @@ impl QueueSql {
         )
     }
 
+    /// Counts (up to `$3`) the deliveries due for longer than `$2`
+    /// (interval) whose type is not one of `$1` (uuid[]), and lists their
+    /// distinct types (at most ten). Walks the due index; never claims.
+    pub(super) fn unserved(&self) -> String {
+        format!(
+            "WITH u AS ( \
+               SELECT h.retained_entity_id AS e FROM {work} AS h \
+               WHERE h.state = 'Pending' \
+                 AND h.not_before < pg_catalog.statement_timestamp() - $2::pg_catalog.interval \
+                 AND NOT (h.retained_entity_id = ANY ($1::pg_catalog.uuid[])) \
+               LIMIT $3) \
+             SELECT pg_catalog.count(*) AS n, \
+                    COALESCE((SELECT pg_catalog.array_agg(t.e) FROM \
+                              (SELECT DISTINCT u.e FROM u LIMIT 10) AS t), '{{}}') AS types \
+             FROM u",
+            work = self.work,
+        )
+    }
+
     /// Dead-letters, in a batch's transaction, the deliveries of rows whose
     /// capture failed (those rows are left unchanged): `$1` run, `$2`
     /// retained type, `$3` tenant, then per delivery `$4` record ids,

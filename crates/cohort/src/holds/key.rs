@@ -146,13 +146,21 @@ impl KeySql {
         )
     }
 
-    /// The hold-lookup condition on holds alias `h`: the stored record id and
-    /// `$param` (text) are the same key by the key type's own equality.
-    pub(super) fn same_key(&self, param: &str) -> String {
+    /// The canonical text of the record id `param` (text), as holds store
+    /// it (contract H16): the row's own text when a row has that key (in
+    /// any tenant: keys are unique in the table), else the key type's
+    /// canonical text. Holds are then compared by plain text equality, as
+    /// every mutation compares them (`h.record_id = (t.key)::text`), so a
+    /// stored hold is never cast and one that the key type cannot read
+    /// cannot fail the lookup.
+    pub(super) fn canonical_text(&self, param: &str) -> String {
         format!(
-            "CAST(h.record_id AS {cmp}) {eq} CAST({param}::pg_catalog.text AS {cmp})",
+            "COALESCE((SELECT {row} FROM {table} AS t WHERE {m} LIMIT 1), \
+                      CAST(CAST({param}::pg_catalog.text AS {cmp}) AS pg_catalog.text))",
+            row = self.row_text(),
+            table = self.table,
+            m = self.matches(&format!("{param}::pg_catalog.text")),
             cmp = self.cmp_type,
-            eq = self.eq,
         )
     }
 }

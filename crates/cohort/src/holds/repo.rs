@@ -246,13 +246,14 @@ impl Holds<'_> {
             .fetch_one(&mut *conn)
             .await
             .map_err(|err| key::malformed_or(err, key.entity_id()))?;
-        let held: bool = sqlx::query_scalar(AssertSqlSafe(self.sql().is_held(&key.same_key("$3"))))
-            .bind(e.entity_id)
-            .bind(target.tenant_id)
-            .bind(&target.record_id)
-            .bind(as_of)
-            .fetch_one(&mut *conn)
-            .await?;
+        let held: bool =
+            sqlx::query_scalar(AssertSqlSafe(self.sql().is_held(&key.canonical_text("$3"))))
+                .bind(e.entity_id)
+                .bind(target.tenant_id)
+                .bind(&target.record_id)
+                .bind(as_of)
+                .fetch_one(&mut *conn)
+                .await?;
         Ok(held)
     }
 

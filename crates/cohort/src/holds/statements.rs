@@ -59,12 +59,13 @@ impl HoldSql {
     }
 
     /// `$1` entity, `$2` tenant (NULL for tenantless), `$3` record id as
-    /// given, `$4` as-of; `same_key` compares `h.record_id` with `$3`.
-    pub(super) fn is_held(&self, same_key: &str) -> String {
+    /// given, `$4` as-of; `canonical` is the SQL of `$3`'s canonical text,
+    /// which the stored record id must equal (as every mutation compares).
+    pub(super) fn is_held(&self, canonical: &str) -> String {
         format!(
             "SELECT EXISTS (SELECT 1 FROM {holds} AS h \
                WHERE h.retained_entity_id = $1 AND h.tenant_id IS NOT DISTINCT FROM $2 \
-                 AND {same_key} AND {active})",
+                 AND h.record_id = {canonical} AND {active})",
             holds = self.holds,
             active = active_at("$4::pg_catalog.timestamptz"),
         )

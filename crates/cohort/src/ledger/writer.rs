@@ -55,10 +55,12 @@ impl Ledger {
         dry_run: bool,
         tenant_id: Uuid,
         now: DateTime<Utc>,
+        subject_hmac: Option<&[u8]>,
     ) -> Result<(), sqlx::Error> {
         sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {} (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'Started', pg_catalog.statement_timestamp())",
+            "INSERT INTO {} (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at, \
+                             subject_hmac) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'Started', pg_catalog.statement_timestamp(), $7)",
             self.runs
         )))
         .bind(run_id)
@@ -67,6 +69,7 @@ impl Ledger {
         .bind(dry_run)
         .bind(tenant_id)
         .bind(now)
+        .bind(subject_hmac)
         .execute(conn)
         .await
         .map(|_| ())

@@ -26,6 +26,9 @@ pub(crate) struct Column {
     pub(crate) cmp_type: String,
     /// That type's equality operator, schema-qualified (`OPERATOR("ext".=)`).
     pub(crate) eq: String,
+    /// The operator's raw schema and name, when `eq` names one (what the
+    /// registry of retained types records).
+    pub(crate) operator: Option<(String, String)>,
 }
 
 impl Column {

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::cancelled;
+use super::hold_filter::HoldFilter;
 use super::statements::{EntitySql, P};
 use crate::handlers::registry::Registered;
 use crate::handlers::{CapturedRow, Dispatch};
@@ -96,12 +97,27 @@ fn count(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// How many range statements in a row may find the type's holds written
+/// since the filter was read before the entity fails.
+const MAX_STALE_FILTERS: u32 = 1_000;
+
 /// Binds `statement`'s parameters in order.
 fn bind<'q>(
     statement: &'q Statement<P>,
     v: &Values<'_>,
     cursor: Option<&Cursor>,
     located: Option<&Located>,
+) -> PgQuery<'q> {
+    bind_with(statement, v, cursor, located, None)
+}
+
+/// [`bind`], with the batch loop's filter of the type's holds.
+fn bind_with<'q>(
+    statement: &'q Statement<P>,
+    v: &Values<'_>,
+    cursor: Option<&Cursor>,
+    located: Option<&Located>,
+    filter: Option<&HoldFilter>,
 ) -> PgQuery<'q> {
     let mut q = sqlx::query(AssertSqlSafe(statement.text.as_str()));
     for p in &statement.params {
@@ -141,6 +157,9 @@ fn bind<'q>(
                     .collect::<Vec<_>>(),
             ),
             P::Schema => q.bind(v.schema.as_str().to_owned()),
+            P::HoldBits => q.bind(filter.map(|f| f.bits.clone()).unwrap_or_default()),
+            P::HoldMask => q.bind(filter.map_or(-1, |f| f.mask)),
+            P::HoldsVersion => q.bind(filter.and_then(|f| f.version)),
         };
     }
     q
@@ -220,6 +239,9 @@ enum BatchError {
     Busy,
     /// The locked path met a deadlock: retry it.
     Deadlock(sqlx::Error),
+    /// A hold was written for the type since the filter was read: the
+    /// statement changed nothing; read the filter again and redo the range.
+    StaleFilter,
     /// The entity fence was not granted within the fence wait.
     Fence(sqlx::Error),
     /// Anything else: the entity fails.
@@ -239,6 +261,8 @@ impl EntityBatches<'_> {
         let mut locked_streak = 0u32;
         let mut lock_waits = 0u32;
         let mut deadlocks = 0u32;
+        let mut filter: Option<HoldFilter> = None;
+        let mut stale = 0u32;
         loop {
             if cancelled(self.cancellation) {
                 return LoopEnd::Cancelled(affected);
@@ -248,14 +272,44 @@ impl EntityBatches<'_> {
             } else {
                 Path::Locked
             };
-            let outcome = self.batch(conn, &mut cursor, path).await;
+            if path == Path::Range && filter.is_none() {
+                let v = &self.values;
+                match HoldFilter::read(conn, v.schema, v.entity.entity_id, v.tenant).await {
+                    Ok(f) => {
+                        tracing::debug!(
+                            entity = %v.entity.entity_id,
+                            holds = f.holds,
+                            bits = f.bits.len() * 8,
+                            "read the filter of the type's holds"
+                        );
+                        filter = Some(f);
+                    }
+                    Err(e) => return LoopEnd::Failed(affected, Failure::from_sqlx(&e)),
+                }
+            }
+            let outcome = self.batch(conn, &mut cursor, path, filter.as_ref()).await;
             let batch = match outcome {
                 Ok(batch) => {
                     deadlocks = 0;
+                    stale = 0;
                     if path == Path::Locked {
                         locked_streak = locked_streak.saturating_sub(1);
                     }
                     batch
+                }
+                Err(BatchError::StaleFilter) => {
+                    stale += 1;
+                    if stale > MAX_STALE_FILTERS {
+                        return LoopEnd::Failed(
+                            affected,
+                            Failure::reason(
+                                FailureKind::Database,
+                                &"holds of the type were written before every one of 1,000 batches in a row",
+                            ),
+                        );
+                    }
+                    filter = None;
+                    continue;
                 }
                 Err(BatchError::Busy) => {
                     // Do this range the careful way, and keep to the careful
@@ -341,6 +395,7 @@ impl EntityBatches<'_> {
         conn: &mut PgConnection,
         cursor: &mut Option<Cursor>,
         path: Path,
+        filter: Option<&HoldFilter>,
     ) -> Result<Batch, BatchError> {
         let wait = match path {
             Path::Range => LockWait::Bounded(self.lock_wait),
@@ -359,7 +414,7 @@ impl EntityBatches<'_> {
         }
         let started = std::time::Instant::now();
         let result = match path {
-            Path::Range => self.range(conn, cursor.as_ref()).await,
+            Path::Range => self.range(conn, cursor.as_ref(), filter).await,
             Path::Locked => self.locked(conn, cursor.as_ref()).await,
         };
         match result {
@@ -391,6 +446,7 @@ impl EntityBatches<'_> {
         &self,
         conn: &mut PgConnection,
         cursor: Option<&Cursor>,
+        filter: Option<&HoldFilter>,
     ) -> Result<(Batch, Option<Cursor>), BatchError> {
         let Some(range) = &self.sql.range else {
             return Err(BatchError::Failed(Failure::reason(
@@ -399,7 +455,7 @@ impl EntityBatches<'_> {
             )));
         };
         let statement = &range[usize::from(cursor.is_some())];
-        let row = match bind(statement, &self.values, cursor, None)
+        let row = match bind_with(statement, &self.values, cursor, None, filter)
             .fetch_one(&mut *conn)
             .await
         {
@@ -411,6 +467,10 @@ impl EntityBatches<'_> {
                 });
             }
         };
+        let fresh: Option<bool> = row.try_get("fresh").map_err(db)?;
+        if fresh != Some(true) {
+            return Err(BatchError::StaleFilter);
+        }
         let hi_anchor: Option<PgTime> = row.try_get("hi_anchor").map_err(db)?;
         let hi_key: Option<String> = row.try_get("hi_key").map_err(db)?;
         let batch = Batch {

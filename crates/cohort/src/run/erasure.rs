@@ -186,7 +186,14 @@ impl Cohort {
             trigger: Trigger::Manual,
             dry_run: request.dry_run,
             cancellation: request.cancellation.clone(),
-            erasure: Some(Erasure { subject, entities }),
+            erasure: Some(Erasure {
+                subject,
+                subject_hmac: inner
+                    .subject_key
+                    .as_deref()
+                    .map(|key| crate::evidence::subject_hmac_bytes(key, subject)),
+                entities,
+            }),
         };
         let result = self.execute(&mut conn, scope, now, spec).await;
         super::sweep::close(conn).await;

@@ -107,6 +107,9 @@ pub(crate) fn in_scope(e: &ResolvedEntity, scope: &Scope) -> bool {
 /// What an erasure adds to a run.
 pub(crate) struct Erasure<'a> {
     pub(crate) subject: &'a str,
+    /// HMAC-SHA256 of the subject under the host's subject key, recorded
+    /// with the run (contract EV4); `None` without a key.
+    pub(crate) subject_hmac: Option<Vec<u8>>,
     /// Per entity of the run (same order): the subject columns that accept
     /// the subject, and the rule resolved before the run started.
     pub(crate) entities: Vec<(
@@ -214,6 +217,9 @@ impl Cohort {
                 spec.dry_run,
                 tenant_id,
                 now,
+                spec.erasure
+                    .as_ref()
+                    .and_then(|e| e.subject_hmac.as_deref()),
             )
             .await
         {

@@ -3,6 +3,7 @@
 mod batch;
 mod erasure;
 mod execute;
+mod hold_filter;
 mod partitions;
 mod plan;
 mod preview;

@@ -79,6 +79,14 @@ pub(crate) enum P {
     /// The schema of Cohort's tables (text), the payload of the
     /// notification that work was queued.
     Schema,
+    /// The bits of the batch loop's filter of the type's holds (bytea;
+    /// see `run::holds_filter`).
+    HoldBits,
+    /// The filter's mask (int4): bit `hashtext(record id) & mask`; `-1`
+    /// when the type has no hold to filter for.
+    HoldMask,
+    /// The type's holds version the filter was read at (int8).
+    HoldsVersion,
 }
 
 /// What the statements are for.
@@ -191,7 +199,10 @@ impl Parts<'_> {
         }
     }
 
-    /// An active hold (by the database clock) covers row `t`.
+    /// An active hold (by the database clock) covers row `t`: a per-row
+    /// probe of the holds' `(retained_entity_id, record_id)` index, kept a
+    /// subplan (`OFFSET 0` stops the planner from turning it into a join
+    /// over every hold of the type; contract X22).
     fn held(&self, b: &mut Params<P>) -> String {
         let e = self.e;
         let tenant = match &e.tenant {
@@ -203,6 +214,42 @@ impl Parts<'_> {
             &b.p(P::Entity),
             &format!("(t.{})::pg_catalog.text", e.record_id.name),
             &tenant,
+        )
+    }
+
+    /// [`Parts::held`] asked only of the rows the batch loop's filter of
+    /// the type's holds lets through (contract X22): a row whose record id
+    /// hashes to a clear bit is not held by any hold the filter was built
+    /// from, and the statement's guard ([`Parts::fresh`]) makes sure no
+    /// other hold was written since. The `CASE` fixes the order: the probe
+    /// runs only for the rows whose bit is set (a few percent of the
+    /// batch, plus the held rows), and never when the type has no hold.
+    fn held_filtered(&self, b: &mut Params<P>) -> String {
+        let e = self.e;
+        let mask = b.p(P::HoldMask);
+        format!(
+            "CASE WHEN {mask}::pg_catalog.int4 OPERATOR(pg_catalog.<) 0 THEN false \
+                  WHEN pg_catalog.get_bit({bits}::pg_catalog.bytea, \
+                           pg_catalog.hashtext((t.{rid})::pg_catalog.text) \
+                           OPERATOR(pg_catalog.&) {mask}::pg_catalog.int4) OPERATOR(pg_catalog.=) 0 THEN false \
+                  ELSE {held} END",
+            bits = b.p(P::HoldBits),
+            rid = e.record_id.name,
+            held = self.held(b),
+        )
+    }
+
+    /// The statement's guard (one primary-key probe): the type's holds
+    /// version is still the one the batch loop's filter was read at, so no
+    /// hold was written for the type since (the fence keeps one from being
+    /// written during the statement).
+    fn fresh(&self, b: &mut Params<P>) -> String {
+        format!(
+            "(SELECT r.holds_version FROM {registry} AS r \
+              WHERE r.retained_entity_id = {entity}) IS NOT DISTINCT FROM {version}::pg_catalog.int8",
+            registry = self.schema.table("retention_entities"),
+            entity = b.p(P::Entity),
+            version = b.p(P::HoldsVersion),
         )
     }
 
@@ -451,7 +498,8 @@ impl Parts<'_> {
             String::new()
         };
         let offset = b.p(P::Offset);
-        let held = self.held(&mut b);
+        let held = self.held_filtered(&mut b);
+        let fresh = self.fresh(&mut b);
         let mutation = match self.strategy {
             Strategy::Purge | Strategy::Exempt => format!("DELETE FROM {table} AS t"),
             Strategy::SoftDelete | Strategy::Anonymise => {
@@ -463,15 +511,21 @@ impl Parts<'_> {
         // The upper bound stays a plain index condition: on the last batch
         // there is no upper key, and (infinity, NULL) admits every row below
         // the cutoff (the comparison is decided by the anchor alone).
+        // A guard that fails (a hold was written since the filter was
+        // read) makes the statement change nothing; the loop reads the
+        // holds again and runs the same range.
         let text = format!(
-            "WITH hi AS MATERIALIZED ( \
+            "WITH g AS MATERIALIZED (SELECT {fresh} AS fresh), \
+             hi AS MATERIALIZED ( \
                SELECT t.{anchor} AS a, t.{rid} AS k FROM {table} AS t WHERE {eligible}{lo} \
-               {order} OFFSET {offset} LIMIT 1), \
+               AND (SELECT g.fresh FROM g) {order} OFFSET {offset} LIMIT 1), \
              d AS ({mutation} WHERE {eligible}{lo} \
                AND (t.{anchor}, t.{rid}) <= (COALESCE((SELECT hi.a FROM hi), 'infinity'::pg_catalog.timestamptz), \
                                               (SELECT hi.k FROM hi)) \
+               AND (SELECT g.fresh FROM g) \
                AND NOT {held} {returning}){ledger} \
-             SELECT (SELECT (hi.a)::pg_catalog.timestamptz FROM hi) AS hi_anchor, \
+             SELECT (SELECT g.fresh FROM g) AS fresh, \
+                    (SELECT (hi.a)::pg_catalog.timestamptz FROM hi) AS hi_anchor, \
                     (SELECT (hi.k)::pg_catalog.text FROM hi) AS hi_key, {select}",
             order = self.order(),
         );

@@ -9,7 +9,7 @@ use super::SchemaName;
 use super::migrations::MigrationInfo;
 use super::spec::{
     ALTERATIONS, Change, FUNCTION_SEARCH_PATH, FunctionSpec, TABLES, TableSpec, TriggerSpec,
-    VERSION_TABLE,
+    VERSION_TABLE, function_through,
 };
 use crate::sql::Ident;
 
@@ -164,8 +164,7 @@ fn function_name(schema: &SchemaName, f: &FunctionSpec) -> String {
     format!("{}.{}", schema.ident(), q(f.name))
 }
 
-fn create_trigger(out: &mut String, schema: &SchemaName, t: &TableSpec, trigger: &TriggerSpec) {
-    let f = trigger.function;
+fn create_function(out: &mut String, schema: &SchemaName, f: &FunctionSpec) {
     let body = (f.body)(schema);
     let tag = body_tag(&body, "cohort");
     let _ = writeln!(
@@ -175,6 +174,11 @@ fn create_trigger(out: &mut String, schema: &SchemaName, t: &TableSpec, trigger:
         function_name(schema, f),
         if f.definer { " SECURITY DEFINER" } else { "" },
     );
+}
+
+fn create_trigger(out: &mut String, schema: &SchemaName, t: &TableSpec, trigger: &TriggerSpec) {
+    let f = trigger.function;
+    create_function(out, schema, f);
     let _ = writeln!(
         out,
         "CREATE OR REPLACE TRIGGER {}\n    {} ON {}\n    FOR EACH ROW EXECUTE FUNCTION {}();\n",
@@ -245,6 +249,9 @@ pub(super) fn up_sql(schema: &SchemaName, info: &MigrationInfo) -> String {
                     column_list(columns)
                 );
             }
+            Change::ReplaceFunction { function } => {
+                create_function(&mut out, schema, function);
+            }
             Change::PartialUniqueIndex {
                 name,
                 columns,
@@ -280,6 +287,19 @@ pub(super) fn down_sql(schema: &SchemaName, info: &MigrationInfo) -> Option<Stri
     for t in TABLES.iter().rev() {
         for trigger in t.triggers.iter().filter(|g| g.since == info.version) {
             drop_trigger(&mut out, schema, t, trigger);
+        }
+    }
+    // A replaced function gets back the body it had before.
+    for a in ALTERATIONS.iter().filter(|a| a.since == info.version) {
+        if let Change::ReplaceFunction { function } = a.change {
+            let before = TABLES
+                .iter()
+                .flat_map(|t| t.triggers.iter())
+                .find(|g| g.function.name == function.name)
+                .map(|g| function_through(g.function, info.version - 1));
+            if let Some(before) = before {
+                create_function(&mut out, schema, before);
+            }
         }
     }
     out.push_str(&marker_statement(schema, info.version - 1));

@@ -190,16 +190,60 @@ fn netstring(e: &str, enc: Enc) -> String {
     )
 }
 
-/// The SQL expression (text) of a link's canonical encoding: the tag and
-/// then every field, each as a netstring, concatenated. `value` gives the
-/// SQL expression of each field by column name.
-pub(crate) fn canonical_sql(kind: LinkKind, value: &dyn Fn(&str) -> String) -> String {
+/// Fields a later migration appended to a kind of link, after its
+/// [`LinkKind::fields`]: each is left out of the encoding entirely (not
+/// even `~`) while it is NULL, so every link written before the field
+/// existed keeps its hash. Only trailing fields may be optional, which
+/// keeps the encoding unambiguous.
+const RUN_OPTIONAL_FIELDS: &[(&str, Enc)] = &[
+    // Migration 6: an erasure's keyed subject hash (contract EV4).
+    ("subject_hmac", Hash),
+];
+
+impl LinkKind {
+    /// The optional trailing fields (see [`RUN_OPTIONAL_FIELDS`]).
+    pub(crate) const fn optional_fields(self) -> &'static [(&'static str, Enc)] {
+        match self {
+            LinkKind::Run => RUN_OPTIONAL_FIELDS,
+            _ => &[],
+        }
+    }
+}
+
+/// Which form of a link's encoding to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// The fields of migration 4 only (its frozen trigger and data step).
+    Original,
+    /// With the optional trailing fields (current).
+    Current,
+}
+
+fn canonical_sql_in(kind: LinkKind, value: &dyn Fn(&str) -> String, form: Form) -> String {
     let tag = kind.tag();
     let mut parts = vec![format!("'{}:{}'", tag.len(), tag)];
     for (name, enc) in kind.fields() {
         parts.push(netstring(&value(name), *enc));
     }
+    if form == Form::Current {
+        for (name, enc) in kind.optional_fields() {
+            let e = value(name);
+            let v = encode(&e, *enc);
+            parts.push(format!(
+                "CASE WHEN ({e}) IS NULL THEN '' \
+                 ELSE pg_catalog.concat(pg_catalog.octet_length({v}), ':', {v}) END"
+            ));
+        }
+    }
     format!("pg_catalog.concat({})", parts.join(", "))
+}
+
+/// The SQL expression (text) of a link's canonical encoding: the tag and
+/// then every field, each as a netstring, concatenated, then the optional
+/// trailing fields that are not NULL. `value` gives the SQL expression of
+/// each field by column name.
+pub(crate) fn canonical_sql(kind: LinkKind, value: &dyn Fn(&str) -> String) -> String {
+    canonical_sql_in(kind, value, Form::Current)
 }
 
 /// The canonical encoding as bytes (`bytea`, UTF-8), what the link hash is
@@ -221,9 +265,17 @@ pub(crate) fn payload_digest_sql(payload: &str) -> String {
     )
 }
 
-/// The link hash, computed by the server (trigger functions only).
+/// The link hash, computed by the server (trigger functions only), in the
+/// form migration 4 froze (no optional fields).
 fn hash_sql(kind: LinkKind, value: &dyn Fn(&str) -> String) -> String {
-    format!("pg_catalog.sha256({})", canonical_bytes_sql(kind, value))
+    hash_sql_in(kind, value, Form::Original)
+}
+
+fn hash_sql_in(kind: LinkKind, value: &dyn Fn(&str) -> String, form: Form) -> String {
+    format!(
+        "pg_catalog.sha256(pg_catalog.convert_to({}, 'UTF8'))",
+        canonical_sql_in(kind, value, form)
+    )
 }
 
 /// Column `c` of the row `prefix` (`NEW`, `x`), unless `overrides` names it.
@@ -340,11 +392,22 @@ fn bridge(seq: &str, prev: &str, hash: &str, why: &str, hold: &str, inactive: &s
     )
 }
 
-/// The body of `sweep_run_evidence_chain`: seals a run when its status
-/// leaves `Started` (or when it is inserted already settled).
+/// The body of `sweep_run_evidence_chain` as migration 4 installed it:
+/// seals a run when its status leaves `Started` (or when it is inserted
+/// already settled).
 pub(super) fn run_trigger_body(schema: &SchemaName) -> String {
+    run_trigger_body_in(schema, Form::Original)
+}
+
+/// The body of `sweep_run_evidence_chain` from migration 6 on: the run's
+/// link also covers its subject hash when it has one (an erasure's).
+pub(super) fn run_trigger_body_with_subject(schema: &SchemaName) -> String {
+    run_trigger_body_in(schema, Form::Current)
+}
+
+fn run_trigger_body_in(schema: &SchemaName, form: Form) -> String {
     let n = names(schema);
-    let run_hash = hash_sql(LinkKind::Run, &row("NEW", &[]));
+    let run_hash = hash_sql_in(LinkKind::Run, &row("NEW", &[]), form);
     format!(
         r#"
 -- Cohort's evidence chain (migration 4): seals a run as it settles.

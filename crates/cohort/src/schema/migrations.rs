@@ -35,7 +35,7 @@ pub(super) struct MigrationInfo {
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 4] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 6] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -60,11 +60,23 @@ pub(super) const MIGRATIONS: [MigrationInfo; 4] = [
         summary: "the evidence hash chain on the ledger and the holds, existing rows sealed",
         data_step: Some(super::evidence::seal_existing),
     },
+    MigrationInfo {
+        version: 5,
+        name: "cohort_entity_registry",
+        summary: "the registry of retained types; holds written with plain SQL are stored with their row's canonical record id",
+        data_step: None,
+    },
+    MigrationInfo {
+        version: 6,
+        name: "cohort_erasure_subject",
+        summary: "an erasure run records a keyed hash of its subject, covered by the run's chain link",
+        data_step: None,
+    },
 ];
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -115,8 +127,12 @@ impl Migration {
 /// `retention_holds` that takes the entity fence for holds written with
 /// plain SQL; migration 3 (`cohort_row_handlers`) adjusts the row-handler
 /// queue; migration 4 (`cohort_evidence_chain`) adds the evidence hash chain
-/// (see [`crate::evidence`]) and seals the rows already there. The last
-/// one's version is [`SCHEMA_VERSION`].
+/// (see [`crate::evidence`]) and seals the rows already there; migration 5
+/// (`cohort_entity_registry`) adds the registry of retained types through
+/// which the fence trigger stores a plain-SQL hold's record id as its row's
+/// canonical text; migration 6 (`cohort_erasure_subject`) records an
+/// erasure's keyed subject hash in its run's chain link. The last one's
+/// version is [`SCHEMA_VERSION`].
 ///
 /// ```
 /// let schema = cohort::schema::SchemaName::new("retention")?;
@@ -307,7 +323,10 @@ mod tests {
                 "0002_cohort_entity_fence.down.sql",
                 "0003_cohort_row_handlers.sql",
                 "0004_cohort_evidence_chain.up.sql",
-                "0004_cohort_evidence_chain.down.sql"
+                "0004_cohort_evidence_chain.down.sql",
+                "0005_cohort_entity_registry.sql",
+                "0006_cohort_erasure_subject.up.sql",
+                "0006_cohort_erasure_subject.down.sql"
             ]
         );
         assert_eq!(
@@ -316,7 +335,9 @@ mod tests {
                 "V1__cohort_tables.sql",
                 "V2__cohort_entity_fence.sql",
                 "V3__cohort_row_handlers.sql",
-                "V4__cohort_evidence_chain.sql"
+                "V4__cohort_evidence_chain.sql",
+                "V5__cohort_entity_registry.sql",
+                "V6__cohort_erasure_subject.sql"
             ]
         );
     }
@@ -330,7 +351,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 6);
+        assert_eq!(first.len(), 9);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

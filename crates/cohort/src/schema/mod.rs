@@ -12,6 +12,7 @@ pub(crate) mod evidence;
 pub(crate) mod fence;
 mod migrations;
 mod readiness;
+pub(crate) mod registry;
 mod spec;
 
 /// Least-privilege roles (`docs/security.md`).
@@ -24,13 +25,15 @@ pub use readiness::{ReadinessProblem, ReadinessReport, ReadinessWarning, check_r
 use crate::error::Error;
 use crate::sql::{Ident, QualifiedName};
 
-/// The names of Cohort's five tables, in creation order.
-pub const TABLES: [&str; 5] = [
+/// The names of Cohort's tables, in creation order: the five of migration
+/// 1, then the registry of retained types (migration 5).
+pub const TABLES: [&str; 6] = [
     "sweep_run",
     "sweep_run_entity_summary",
     "sweep_run_row_detail",
     "sweep_row_handler_status",
     "retention_holds",
+    "retention_entities",
 ];
 
 /// A validated PostgreSQL schema name: non-empty, at most 63 bytes, no NUL.

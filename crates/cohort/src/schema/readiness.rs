@@ -765,7 +765,7 @@ fn judge_table(
         }
     }
     for trigger in spec.triggers.iter().filter(|g| g.since <= judged_through) {
-        judge_trigger(spec, trigger, schema, catalog, report);
+        judge_trigger(spec, trigger, schema, catalog, judged_through, report);
     }
     for index in spec.indexes {
         let served = on_table().any(|i| {
@@ -816,9 +816,15 @@ fn judge_trigger(
     spec: &'static TriggerSpec,
     schema: &SchemaName,
     catalog: &Catalog,
+    judged_through: i64,
     report: &mut ReadinessReport,
 ) {
-    judge_function(spec.function, schema, catalog, report);
+    judge_function(
+        super::spec::function_through(spec.function, judged_through),
+        schema,
+        catalog,
+        report,
+    );
     let timing = match spec.timing {
         super::spec::TriggerTiming::Before => TRIGGER_TYPE_BEFORE,
         super::spec::TriggerTiming::After => 0,

@@ -311,8 +311,32 @@ pub(super) const HOLD_DELETE_FUNCTION: FunctionSpec = FunctionSpec {
 /// The migration that adds the evidence chain.
 pub(super) const EVIDENCE: i64 = 4;
 
+/// The migration that adds the registry of retained types, and the fence
+/// trigger that canonicalises a hold's record id through it (contract H16).
+pub(super) const REGISTRY: i64 = 5;
+
+/// The migration that binds an erasure run to its subject (a keyed hash of
+/// it, contract EV4) and puts that hash into the run's chain link.
+pub(super) const SUBJECT_BINDING: i64 = 6;
+
+/// The fence trigger's function from migration 5 on: it also reads a hold's
+/// record id through its retained type's key (see [`super::fence`]).
+pub(super) const FENCE_FUNCTION_CANONICAL: FunctionSpec = FunctionSpec {
+    name: "retention_holds_entity_fence",
+    body: super::fence::canonical_fence_trigger_body,
+    definer: false,
+};
+
+/// The run chain's function from migration 6 on: the link also covers the
+/// erasure's subject hash.
+pub(super) const RUN_CHAIN_FUNCTION_SUBJECT: FunctionSpec = FunctionSpec {
+    name: "sweep_run_evidence_chain",
+    body: evidence::run_trigger_body_with_subject,
+    definer: true,
+};
+
 /// Cohort's tables, in creation order (foreign keys point backwards).
-pub(super) const TABLES: [TableSpec; 5] = [
+pub(super) const TABLES: [TableSpec; 6] = [
     TableSpec {
         name: "sweep_run",
         since: 1,
@@ -334,6 +358,7 @@ pub(super) const TABLES: [TableSpec; 5] = [
             added("chain_summaries_head", Bytea, EVIDENCE),
             added("chain_details", Bigint, EVIDENCE),
             added("chain_details_head", Bytea, EVIDENCE),
+            added("subject_hmac", Bytea, SUBJECT_BINDING),
         ],
         primary_key: key("sweep_run_pkey", &["run_id"]),
         unique: &[unique_since(
@@ -603,6 +628,41 @@ pub(super) const TABLES: [TableSpec; 5] = [
             },
         ],
     },
+    TableSpec {
+        name: "retention_entities",
+        since: REGISTRY,
+        // One row per retained type, written by `CohortBuilder::build`:
+        // how the fence trigger reads a plain-SQL hold's record id through
+        // the type's key (contract H16). Names and a type are stored as
+        // text; the trigger quotes the names and casts the type to
+        // `regtype` before it uses them.
+        columns: &[
+            col("retained_entity_id", Uuid, true),
+            col("entity_type", Text, true),
+            col("table_schema", Text, true),
+            col("table_name", Text, true),
+            col("record_id_column", Text, true),
+            col("record_id_type", Text, true),
+            col("record_id_eq_schema", Text, false),
+            col("record_id_eq", Text, true),
+            col("tenant_column", Text, false),
+            col("registered_at", Timestamptz, true),
+            // Moved by the fence trigger on every hold written for the type
+            // (contract X22): a sweep keeps a filter of the type's holds
+            // across batches and each batch checks, in its statement, that
+            // this has not moved since the filter was read.
+            col("holds_version", Bigint, true),
+        ],
+        primary_key: key("retention_entities_pkey", &["retained_entity_id"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[check(
+            "retention_entities_operator_check",
+            r#""record_id_eq" ~ '^[-+*/<>=~!@#%^&|`?]+$'"#,
+        )],
+        indexes: &[],
+        triggers: &[],
+    },
 ];
 
 /// The table whose comment records the installed schema version.
@@ -630,6 +690,10 @@ pub(super) enum Change {
         name: &'static str,
         columns: &'static [&'static str],
     },
+    /// `CREATE OR REPLACE FUNCTION`: a trigger function an earlier
+    /// migration created gets a new body (same name); readiness then
+    /// expects the new one.
+    ReplaceFunction { function: &'static FunctionSpec },
 }
 
 /// One change to an existing table, tagged with its migration.
@@ -641,7 +705,7 @@ pub(super) struct AlterationSpec {
 }
 
 /// Every change later migrations make to earlier tables, in order.
-pub(super) const ALTERATIONS: [AlterationSpec; 3] = [
+pub(super) const ALTERATIONS: [AlterationSpec; 5] = [
     // Migration 3 (row handlers): a row whose before-hook failed is
     // dead-lettered without a row detail (it was not changed).
     AlterationSpec {
@@ -670,7 +734,38 @@ pub(super) const ALTERATIONS: [AlterationSpec; 3] = [
             columns: &["detail_id", "priority", "work_id"],
         },
     },
+    // Migration 5: a hold written with plain SQL is stored with its row's
+    // canonical record id, or refused (contract H16).
+    AlterationSpec {
+        since: REGISTRY,
+        table: "retention_holds",
+        change: Change::ReplaceFunction {
+            function: &FENCE_FUNCTION_CANONICAL,
+        },
+    },
+    // Migration 6: a run's link covers its subject hash (contract EV4).
+    AlterationSpec {
+        since: SUBJECT_BINDING,
+        table: "sweep_run",
+        change: Change::ReplaceFunction {
+            function: &RUN_CHAIN_FUNCTION_SUBJECT,
+        },
+    },
 ];
+
+/// The body a trigger function has once every migration through `version`
+/// has run: `f`, or the latest replacement of it.
+pub(super) fn function_through(f: &'static FunctionSpec, version: i64) -> &'static FunctionSpec {
+    ALTERATIONS
+        .iter()
+        .filter(|a| a.since <= version)
+        .filter_map(|a| match a.change {
+            Change::ReplaceFunction { function } if function.name == f.name => Some(function),
+            _ => None,
+        })
+        .last()
+        .unwrap_or(f)
+}
 
 /// Whether the column is NOT NULL once every migration through `version`
 /// has run.

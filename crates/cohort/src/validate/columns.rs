@@ -93,6 +93,7 @@ impl<'t> Checker<'_, 't> {
                     // Filled in from the catalog once the model is valid.
                     cmp_type: c.sql_type.clone(),
                     eq: "=".to_owned(),
+                    operator: None,
                 },
             )
         })

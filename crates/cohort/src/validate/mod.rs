@@ -344,6 +344,7 @@ async fn resolve_comparisons(
             if let Some(Some(eq)) = found.next() {
                 column.cmp_type = eq.cmp_type;
                 column.eq = eq.eq;
+                column.operator = eq.operator;
             }
         }
     }

@@ -309,7 +309,7 @@ struct CohortTable {
 /// What the engine does to Cohort's tables today (read from `ledger::writer`,
 /// `run::execute` and `holds::statements`). Keep in step with them: the test
 /// suite runs as a role granted exactly this (`COHORT_TEST_ROLE=least`).
-const COHORT_TABLES: [CohortTable; 4] = [
+const COHORT_TABLES: [CohortTable; 5] = [
     CohortTable {
         name: "sweep_run",
         // Settling finds the run by id and status; recovery also reads
@@ -324,6 +324,7 @@ const COHORT_TABLES: [CohortTable; 4] = [
             "logical_now",
             "status",
             "started_at",
+            "subject_hmac",
         ]),
         update: Columns::Only(&["status", "settled_at", "error"]),
         delete: false,
@@ -425,6 +426,28 @@ const COHORT_TABLES: [CohortTable; 4] = [
         update: Columns::Only(&["removed_at"]),
         delete: true,
         why: "the holds API creates, removes and prunes holds, and every mutation checks them",
+    },
+    CohortTable {
+        name: "retention_entities",
+        // The upsert compares the stored row with the new one.
+        select: Columns::All,
+        insert: Columns::All,
+        update: Columns::Only(&[
+            "entity_type",
+            "table_schema",
+            "table_name",
+            "record_id_column",
+            "record_id_type",
+            "record_id_eq_schema",
+            "record_id_eq",
+            "tenant_column",
+            "registered_at",
+            // The fence trigger moves it when the holds API writes a hold.
+            "holds_version",
+        ]),
+        delete: false,
+        why: "building a handle registers each retained type's key, which plain-SQL holds are read through; \
+              writing a hold moves the type's holds version",
     },
 ];
 

@@ -27,6 +27,13 @@
 //! 2. It takes a session advisory lock keyed on the schema-qualified
 //!    `sweep_run` table, so that replicas of one install take turns and
 //!    installs in other schemas of the same database do not wait (W5).
+//!    The lock is tried, never waited for in PostgreSQL: a replica that
+//!    finds it taken tries again every [`crate::Options::poll_interval`]
+//!    (default 1 s) until it gets it or the worker is shut down, so a
+//!    second replica waits as long as the first one's claim check and
+//!    passes take (the whole occurrence), then finds the occurrence
+//!    claimed and skips. Waiting outside PostgreSQL means a shutdown never
+//!    leaves a backend queued on the lock.
 //! 3. Under the lock it looks at the latest scheduled sweep of the same kind
 //!    (dry or real) whose logical time is at or after the occurrence. None:
 //!    the occurrence is swept. One still `Started` whose owner is gone (its
