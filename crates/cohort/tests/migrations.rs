@@ -273,7 +273,9 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
     );
 
     // The holds written before the upgrade are still usable through plain SQL,
-    // now under the trigger.
+    // now under the trigger, once a handle has registered their type (here
+    // by hand, as `CohortBuilder::build` records it).
+    register_bigint_entity(&db, "retention", entity).await;
     db.exec(&format!(
         "UPDATE retention.retention_holds SET removed_at = '2026-02-01T00:00:00Z' \
          WHERE retained_entity_id = '{entity}'"
@@ -750,7 +752,7 @@ async fn register_bigint_entity(db: &TestDb, schema: &str, entity: Uuid) {
     db.exec(&format!(
         "CREATE TABLE public.{table} (id bigint PRIMARY KEY); \
          INSERT INTO {schema}.retention_entities VALUES \
-           ('{entity}', 'Item', 'public', '{table}', 'id', 'bigint', NULL, '=', NULL, now())"
+           ('{entity}', 'Item', 'public', '{table}', 'id', 'bigint', NULL, '=', NULL, now(), 0)"
     ))
     .await;
 }
