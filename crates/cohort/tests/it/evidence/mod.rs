@@ -1,0 +1,5 @@
+//! Evidence an auditor can trust (contract EV).
+
+mod chain;
+mod export;
+mod report;

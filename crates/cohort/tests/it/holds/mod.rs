@@ -1,0 +1,5 @@
+//! Legal holds (contract H) and host deletions that respect them (DL).
+
+mod races;
+mod repository;
+mod requests;
