@@ -6,31 +6,17 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
+use crate::support::fixtures::{db_with_tables, note_id, scope_a, tenant_a};
 use crate::support::models::*;
 use crate::support::{TestDb, TestRules, count, db_with_cohort};
 use chrono::{DateTime, Utc};
 use cohort::holds::{DeletionOutcome, HoldRequest, Target};
 use cohort::ledger::{AuditEvent, AuditObserver, FailureKind};
 use cohort::policy::ProviderError;
-use cohort::{
-    Capabilities, Cohort, ErasureRequest, Options, Period, Rule, RunStatus, Scope, Strategy,
-    TenantContext,
-};
+use cohort::{Capabilities, Cohort, ErasureRequest, Options, Period, Rule, RunStatus, Strategy};
 use futures_util::future::BoxFuture;
 use sqlx::Acquire;
 use uuid::Uuid;
-
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
-
-fn note_id(n: u32) -> Uuid {
-    uuid(&format!("00000000-0000-0000-0000-{n:012}"))
-}
 
 fn purge_rules() -> TestRules {
     TestRules::new()
@@ -48,8 +34,7 @@ fn purge_rules() -> TestRules {
 
 /// Cohort's tables, the shared models' tables and `n` expired notes (ids 1..n).
 async fn setup(n: u32) -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     db.exec(&format!(
         "INSERT INTO session_notes (id, tenant_id, created_at, body) \
          SELECT ('00000000-0000-0000-0000-' || lpad(g::text, 12, '0'))::uuid, \
@@ -124,7 +109,7 @@ async fn each_purge_batch_is_one_range_statement_under_the_shared_fence() {
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
     assert_eq!(notes_left(&db).await, 0);
     let log: Vec<(i64, i64, bool, String)> =
@@ -181,7 +166,7 @@ async fn a_deadlock_with_a_host_that_locks_a_row_then_creates_a_hold_costs_a_ret
         .expect("lock");
     let sweep = tokio::spawn({
         let cohort = cohort.clone();
-        async move { cohort.sweep(&scope(), Utc::now()).await }
+        async move { cohort.sweep(&scope_a(), Utc::now()).await }
     });
     // The batch holds the fence shared and waits for row 5.
     wait_for_row_lock_waiter(&db).await;
@@ -197,7 +182,7 @@ async fn a_deadlock_with_a_host_that_locks_a_row_then_creates_a_hold_costs_a_ret
                     HoldRequest::new(
                         uuid(NOTE_ID),
                         note_id(5).to_string(),
-                        Some(tenant()),
+                        Some(tenant_a()),
                         "case",
                         Utc::now(),
                     ),
@@ -248,7 +233,7 @@ async fn rows_locked_longer_than_the_lock_wait_are_left_and_counted_and_the_rest
     }
     let result = tokio::time::timeout(
         StdDuration::from_secs(60),
-        cohort.sweep(&scope(), Utc::now()),
+        cohort.sweep(&scope_a(), Utc::now()),
     )
     .await
     .expect("the sweep is never stalled for long")
@@ -261,7 +246,7 @@ async fn rows_locked_longer_than_the_lock_wait_are_left_and_counted_and_the_rest
     );
     tx.rollback().await.expect("release");
     assert_eq!(notes_left(&db).await, 3);
-    let again = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let again = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(again.affected(), 3, "a later run takes them");
 }
 
@@ -291,14 +276,14 @@ async fn a_fence_held_longer_than_the_fence_wait_fails_that_type_and_the_run_goe
             HoldRequest::new(
                 uuid(NOTE_ID),
                 note_id(1).to_string(),
-                Some(tenant()),
+                Some(tenant_a()),
                 "case",
                 Utc::now(),
             ),
         )
         .await
         .expect("hold");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::PartiallyFailed);
     assert_eq!(result.entity_failures.len(), 1);
     let failed = &result.entity_failures[0];
@@ -319,7 +304,7 @@ async fn a_fence_held_longer_than_the_fence_wait_fails_that_type_and_the_run_goe
     .expect("summary");
     assert!(stored.contains("FenceTimeout"), "{stored}");
     tx.commit().await.expect("commit");
-    let again = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let again = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!((again.affected(), again.summaries[0].held), (4, 1));
 }
 
@@ -475,7 +460,7 @@ async fn hold_parted(cohort: &Cohort, db: &TestDb, id: i64) {
             HoldRequest::new(
                 uuid(PARTED_ID),
                 id.to_string(),
-                Some(tenant()),
+                Some(tenant_a()),
                 "case",
                 Utc::now(),
             ),
@@ -500,7 +485,7 @@ async fn sweep_partitions(strategy: Strategy) {
         .execute(&mut *tx)
         .await
         .expect("lock");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     tx.rollback().await.expect("release");
     assert_eq!(result.status, RunStatus::Succeeded, "{strategy}");
     let s = &result.summaries[0];
@@ -558,7 +543,7 @@ async fn a_custom_anonymiser_on_a_partitioned_table_writes_each_row_its_own_valu
     // Each row got the value computed from its own original, not its twin's.
     let db = parted_db().await;
     let cohort = parted_cohort(&db, Strategy::Anonymise, Events::default()).await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     let emails: Vec<(i64, String)> =
         sqlx::query_as("SELECT id, email FROM public.parted_notes ORDER BY id")
             .fetch_all(db.pool())
@@ -583,7 +568,7 @@ async fn erasure_and_host_deletion_on_a_partitioned_table_respect_a_hold_in_eith
 
     // Host deletions: the held row is protected, its ctid twin is not.
     let mut conn = db.pool().acquire().await.expect("connection");
-    let target = |id: i64| Target::new(uuid(PARTED_ID), id.to_string(), Some(tenant()));
+    let target = |id: i64| Target::new(uuid(PARTED_ID), id.to_string(), Some(tenant_a()));
     let protected = cohort
         .deletion()
         .execute(&mut conn, &[target(101)], delete(101))
@@ -610,7 +595,7 @@ async fn erasure_and_host_deletion_on_a_partitioned_table_respect_a_hold_in_eith
         async move {
             cohort
                 .erase(
-                    &scope(),
+                    &scope_a(),
                     Utc::now(),
                     ErasureRequest::new(uuid("aaaaaaaa-0000-0000-0000-000000000001")),
                 )
@@ -641,7 +626,7 @@ async fn two_sweeps_of_a_partitioned_table_change_and_report_each_row_once() {
         let db = parted_db().await;
         let a = parted_cohort(&db, strategy, Events::default()).await;
         let b = parted_cohort(&db, strategy, Events::default()).await;
-        let (sa, sb) = (scope(), scope());
+        let (sa, sb) = (scope_a(), scope_a());
         let (ra, rb) = tokio::join!(a.sweep(&sa, Utc::now()), b.sweep(&sb, Utc::now()));
         let (ra, rb) = (ra.expect("sweep a"), rb.expect("sweep b"));
         assert_eq!(ra.affected() + rb.affected(), 10, "{strategy}");

@@ -8,10 +8,11 @@
 use std::time::Duration as StdDuration;
 
 use crate::support;
+use crate::support::fixtures::{entity_summary, tenant_a, tenant_b};
+use crate::support::models::uuid;
 use crate::support::{TestDb, TestRules, count, db_with_cohort, wait_for_fence};
 use chrono::{DateTime, TimeZone, Utc};
 use cohort::holds::{HoldError, HoldRequest};
-use cohort::ledger::EntitySummary;
 use cohort::{
     Capabilities, Cohort, Error, MAX_LOCK_WAIT, Options, PartitionDecision, PartitionPlan, Period,
     Rule, RunStatus, Scope, Strategy, SweepOptions, SweepReason, TenantContext,
@@ -64,18 +65,6 @@ struct Visit {
 struct Hashed {
     id: i64,
     created_at: DateTime<Utc>,
-}
-
-fn uuid(s: &str) -> Uuid {
-    Uuid::parse_str(s).expect("uuid literal")
-}
-
-fn tenant_a() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn tenant_b() -> Uuid {
-    uuid("22222222-2222-2222-2222-222222222222")
 }
 
 /// The logical now of these tests; with a 90-day period the cutoff is
@@ -163,14 +152,6 @@ fn plan<'p>(plans: &'p [PartitionPlan], partition: &str) -> &'p PartitionPlan {
         .unwrap_or_else(|| panic!("no plan for {partition}: {plans:?}"))
 }
 
-fn summary<'r>(result: &'r cohort::RunResult, entity_type: &str) -> &'r EntitySummary {
-    result
-        .summaries
-        .iter()
-        .find(|s| s.entity_type.ends_with(entity_type))
-        .unwrap_or_else(|| panic!("no summary for {entity_type}"))
-}
-
 /// The expected plan of `events` at [`now`], with the rows of each dropped
 /// partition as counted by the test before the sweep.
 async fn expected_drops(db: &TestDb) -> Vec<(&'static str, i64)> {
@@ -239,8 +220,11 @@ async fn wholly_expired_partitions_are_dropped_with_exact_counts_and_row_details
         .sweep_with(&Scope::Tenantless, now(), SweepOptions::default().dry_run())
         .await
         .expect("dry run");
-    assert_plans(&summary(&dry, "Event").partitions, &drops);
-    assert_eq!(summary(&dry, "Event").affected as i64, dropped + swept);
+    assert_plans(&entity_summary(&dry, "Event").partitions, &drops);
+    assert_eq!(
+        entity_summary(&dry, "Event").affected as i64,
+        dropped + swept
+    );
     assert!(exists(&db, "public.events_2025_01").await);
     assert_eq!(
         count(&db, "SELECT count(*) FROM public.sweep_run_row_detail").await,
@@ -261,7 +245,7 @@ async fn wholly_expired_partitions_are_dropped_with_exact_counts_and_row_details
         .await
         .expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     assert_plans(&s.partitions, &drops);
     assert_eq!(s.affected as i64, dropped + swept);
     // The expired partitions are gone as tables: dropped, not emptied.
@@ -329,9 +313,9 @@ async fn wholly_expired_partitions_are_dropped_with_exact_counts_and_row_details
         .sweep(&Scope::Tenantless, now())
         .await
         .expect("sweep");
-    assert_eq!(summary(&again, "Event").affected, 0);
+    assert_eq!(entity_summary(&again, "Event").affected, 0);
     assert!(
-        summary(&again, "Event")
+        entity_summary(&again, "Event")
             .partitions
             .iter()
             .all(|p| p.decision != PartitionDecision::Drop)
@@ -350,7 +334,10 @@ async fn without_per_row_audit_a_drop_writes_counts_only() {
         .sweep(&Scope::Tenantless, now())
         .await
         .expect("sweep");
-    assert_eq!(summary(&result, "Event").affected as i64, dropped + swept);
+    assert_eq!(
+        entity_summary(&result, "Event").affected as i64,
+        dropped + swept
+    );
     assert!(!exists(&db, "public.events_2025_01").await);
     assert_eq!(
         count(&db, "SELECT count(*) FROM public.sweep_run_row_detail").await,
@@ -403,7 +390,7 @@ async fn a_partition_with_a_held_row_is_swept_row_by_row_and_the_row_survives() 
         .sweep(&Scope::Tenantless, now())
         .await
         .expect("sweep");
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     assert_eq!(
         plan(&s.partitions, "public.events_2025_02").decision,
         PartitionDecision::Sweep(SweepReason::Held)
@@ -470,7 +457,7 @@ async fn a_hold_committed_while_the_drop_waits_for_the_fence_keeps_its_partition
     wait_for_fence(&mut probe).await;
     tx.commit().await.expect("commit the hold");
     let result = sweep.await.expect("join").expect("sweep");
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     assert_eq!(
         plan(&s.partitions, "public.events_2025_02").decision,
         PartitionDecision::Sweep(SweepReason::Held)
@@ -527,7 +514,7 @@ async fn a_hold_created_during_a_drop_waits_and_then_finds_no_row() {
     gate.commit().await.expect("open the gate");
     let result = sweep.await.expect("join").expect("sweep");
     let written = holding.await.expect("join");
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     let p = plan(&s.partitions, "public.events_2025_01");
     assert_eq!(p.decision, PartitionDecision::Drop);
     assert_eq!(p.rows, Some(january as u64));
@@ -578,7 +565,7 @@ async fn a_tenant_pass_drops_only_a_partition_of_its_own_rows() {
         .expect("model");
     let scope_b = Scope::Tenant(TenantContext::new(tenant_b()));
     let b = cohort.sweep(&scope_b, now()).await.expect("sweep b");
-    let s = summary(&b, "Visit");
+    let s = entity_summary(&b, "Visit");
     assert_eq!(
         plan(&s.partitions, "public.visits_2025_01").decision,
         PartitionDecision::Sweep(SweepReason::OtherTenants)
@@ -588,7 +575,7 @@ async fn a_tenant_pass_drops_only_a_partition_of_its_own_rows() {
 
     let scope_a = Scope::Tenant(TenantContext::new(tenant_a()));
     let a = cohort.sweep(&scope_a, now()).await.expect("sweep a");
-    let s = summary(&a, "Visit");
+    let s = entity_summary(&a, "Visit");
     let january = plan(&s.partitions, "public.visits_2025_01");
     assert_eq!(january.decision, PartitionDecision::Drop);
     assert_eq!(january.rows, Some(20));
@@ -624,7 +611,7 @@ async fn other_partitioning_schemes_are_swept_row_by_row() {
         .sweep(&Scope::Tenantless, now())
         .await
         .expect("sweep");
-    let s = summary(&result, "Hashed");
+    let s = entity_summary(&result, "Hashed");
     assert!(s.partitions.is_empty(), "{:?}", s.partitions);
     assert_eq!(s.affected, 10);
     assert!(exists(&db, "public.hashed_0").await && exists(&db, "public.hashed_1").await);
@@ -684,7 +671,7 @@ async fn pg_partman_maintenance_keeps_working_after_cohort_drops_its_partitions(
     let now = Utc::now();
     let result = cohort.sweep(&Scope::Tenantless, now).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     let drops = s
         .partitions
         .iter()
@@ -791,7 +778,11 @@ async fn a_type_with_row_handlers_keeps_every_partition_to_the_batches() {
         .await
         .expect("dry run");
     assert_eq!(
-        plan(&summary(&dry, "Event").partitions, "public.events_2025_01").decision,
+        plan(
+            &entity_summary(&dry, "Event").partitions,
+            "public.events_2025_01"
+        )
+        .decision,
         PartitionDecision::Sweep(SweepReason::RowHandlers),
         "a dry run plans as the real run will"
     );
@@ -799,7 +790,7 @@ async fn a_type_with_row_handlers_keeps_every_partition_to_the_batches() {
         .sweep(&Scope::Tenantless, now())
         .await
         .expect("sweep");
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     assert_eq!(
         plan(&s.partitions, "public.events_2025_01").decision,
         PartitionDecision::Sweep(SweepReason::RowHandlers)
@@ -839,7 +830,7 @@ async fn a_drop_postgresql_refuses_rolls_back_and_the_partition_is_swept_row_by_
         .await
         .expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     assert_eq!(
         plan(&s.partitions, "public.events_2025_01").decision,
         PartitionDecision::Sweep(SweepReason::DropRefused)
@@ -894,7 +885,7 @@ async fn with_partition_drops_off_every_row_is_swept_and_no_partition_dropped() 
         .sweep(&Scope::Tenantless, now())
         .await
         .expect("sweep");
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     assert!(s.partitions.is_empty(), "{:?}", s.partitions);
     assert_eq!(s.affected as i64, expired);
     assert!(exists(&db, "public.events_2025_01").await);
@@ -935,7 +926,7 @@ async fn a_least_privileged_role_cannot_drop_so_every_partition_is_swept_row_by_
         "{:?}",
         result.entity_failures
     );
-    let s = summary(&result, "Event");
+    let s = entity_summary(&result, "Event");
     assert_eq!(
         plan(&s.partitions, "public.events_2025_01").decision,
         PartitionDecision::Sweep(SweepReason::DropRefused),

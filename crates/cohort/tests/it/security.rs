@@ -7,6 +7,7 @@
 //! runs as the administrative user.
 
 use crate::support;
+use crate::support::fixtures::{scope_a, tenant_a};
 use crate::support::{TestDb, TestRules, count};
 use chrono::{DateTime, Duration, Utc};
 use cohort::holds::{DeletionOutcome, HoldFilter, HoldRequest, Target};
@@ -103,14 +104,6 @@ CREATE TABLE "Host Data".tickets (
 /// Cohort's schema in these tests: a name that needs quoting.
 const LEDGER: &str = "Retention Ledger";
 
-fn tenant() -> Uuid {
-    support::models::uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
-
 fn rules() -> TestRules {
     TestRules::new()
         .with(
@@ -188,7 +181,7 @@ fn problems(result: Result<Cohort, Error>) -> Vec<ValidationProblem> {
 /// Fresh rows: old ones for the sweep, fresh ones for erasure, holds and
 /// host deletion; no holds.
 async fn seed(db: &TestDb) {
-    let t = tenant();
+    let t = tenant_a();
     db.exec(&format!(
         r#"
         DELETE FROM "Host Data"."Notes"; DELETE FROM "Host Data"."Case Contacts"; DELETE FROM "Host Data".tickets;
@@ -219,7 +212,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
     seed(db).await;
     let now = Utc::now();
 
-    match cohort.preview(&scope(), now).await {
+    match cohort.preview(&scope_a(), now).await {
         Ok(p) => {
             for e in p.entries.iter().filter(|e| e.failure.is_some()) {
                 failed.push(format!("preview {}: {:?}", e.entity_type, e.failure));
@@ -243,7 +236,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
         Ok(r) => failed.push(format!("{what}: {:?} {:?}", r.status, r.entity_failures)),
         Err(e) => failed.push(format!("{what}: {e}")),
     };
-    run("sweep", cohort.sweep(&scope(), now).await, &mut failed);
+    run("sweep", cohort.sweep(&scope_a(), now).await, &mut failed);
     sqlx::raw_sql("ROLLBACK")
         .execute(&mut locker)
         .await
@@ -252,7 +245,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
     run(
         "erase by e-mail",
         cohort
-            .erase(&scope(), now, ErasureRequest::new("ann@example.org"))
+            .erase(&scope_a(), now, ErasureRequest::new("ann@example.org"))
             .await,
         &mut failed,
     );
@@ -260,7 +253,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
         "erase by reporter",
         cohort
             .erase(
-                &scope(),
+                &scope_a(),
                 now,
                 ErasureRequest::new(support::models::uuid(
                     "00000000-0000-0000-0000-0000000000b1",
@@ -276,7 +269,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
     let request = HoldRequest::new(
         support::models::uuid(NOTE),
         "00000000-0000-0000-0000-0000000000a1",
-        Some(tenant()),
+        Some(tenant_a()),
         "litigation",
         now,
     );
@@ -285,7 +278,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
             let target = Target::new(
                 support::models::uuid(NOTE),
                 "00000000-0000-0000-0000-0000000000a1",
-                Some(tenant()),
+                Some(tenant_a()),
             );
             if let Err(e) = holds.is_held(&mut conn, &target, now).await {
                 failed.push(format!("is_held: {e}"));
@@ -314,7 +307,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
             &[Target::new(
                 support::models::uuid(NOTE),
                 "00000000-0000-0000-0000-0000000000a2",
-                Some(tenant()),
+                Some(tenant_a()),
             )],
             |c| {
                 Box::pin(async move {
@@ -342,7 +335,7 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
             strategy, status, affected_count, held_count, skipped_count, null_anchor_count, updated_at)
         VALUES ('{run_id}', '{NOTE}', 'Note', 'notes', '{t}', 'Purge', 'Running', 0, 0, 0, 0, now());
         "#,
-        t = tenant()
+        t = tenant_a()
     ))
     .await;
     match cohort.settle_abandoned_runs().await {
@@ -677,11 +670,11 @@ async fn usage_on_the_schema_of_an_extension_key_type_is_checked() {
     db.exec(&fix).await;
     db.exec(&format!(
         "INSERT INTO codes VALUES ('A', '{}', now() - interval '40 days')",
-        tenant()
+        tenant_a()
     ))
     .await;
     let cohort = b().build().await.expect("builds");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 1, "{result:#?}");
 }
 

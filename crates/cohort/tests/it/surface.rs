@@ -3,22 +3,13 @@
 //! results.
 
 use crate::support;
+use crate::support::fixtures::{db_with_tables, scope_a, tenant_a};
 use crate::support::models::*;
 use crate::support::{TestRules, count, db_with_cohort};
 use chrono::{DateTime, Duration, Utc};
 use cohort::holds::{HoldRequest, Target};
-use cohort::{
-    Capabilities, Cohort, ErasureRequest, Error, Period, Rule, Scope, Strategy, TenantContext,
-};
+use cohort::{Capabilities, Cohort, ErasureRequest, Error, Period, Rule, Strategy};
 use uuid::Uuid;
-
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
 
 #[allow(dead_code, reason = "mirrors the table; Cohort reads its descriptor")]
 #[derive(cohort::Retained)]
@@ -81,7 +72,7 @@ async fn a_named_anonymiser_with_state_is_registered_on_the_builder_and_used() {
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 1, "{result:#?}");
     let emails: Vec<String> =
         sqlx::query_scalar("SELECT email FROM public.keyed_contacts ORDER BY id")
@@ -156,14 +147,13 @@ async fn missing_indexes_are_build_warnings_naming_the_statement_that_fixes_them
 // contract: E4
 #[tokio::test]
 async fn soft_delete_can_be_accepted_as_erasure_for_one_type_only() {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     let subject = uuid("aaaaaaaa-0000-0000-0000-000000000001");
     sqlx::query(
         "INSERT INTO user_records (id, tenant_id, created_at, user_id) VALUES (1, $1, now(), $2); \
          ",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .bind(subject)
     .execute(db.pool())
     .await
@@ -171,7 +161,7 @@ async fn soft_delete_can_be_accepted_as_erasure_for_one_type_only() {
     sqlx::query(
         "INSERT INTO messages (id, tenant_id, sent_at, sender_email) VALUES (1, $1, now(), $2)",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .bind(subject.to_string())
     .execute(db.pool())
     .await
@@ -208,7 +198,7 @@ async fn soft_delete_can_be_accepted_as_erasure_for_one_type_only() {
         .await
         .expect("model");
     let refused = cohort
-        .erase(&scope(), Utc::now(), ErasureRequest::new(subject))
+        .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject))
         .await
         .expect_err("refused without the opt-in");
     assert!(
@@ -217,7 +207,7 @@ async fn soft_delete_can_be_accepted_as_erasure_for_one_type_only() {
     );
     let result = cohort
         .erase(
-            &scope(),
+            &scope_a(),
             Utc::now(),
             ErasureRequest::new(subject).allow_soft_delete_for::<UserRecord>(),
         )
@@ -236,12 +226,11 @@ async fn soft_delete_can_be_accepted_as_erasure_for_one_type_only() {
 
 #[tokio::test]
 async fn entity_ids_come_from_the_type_and_results_serialize() {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     let id = Uuid::new_v4();
     sqlx::query("INSERT INTO session_notes (id, tenant_id, created_at, body) VALUES ($1, $2, now() - interval '40 days', 'b')")
         .bind(id)
-        .bind(tenant())
+        .bind(tenant_a())
         .execute(db.pool())
         .await
         .expect("note");
@@ -260,7 +249,7 @@ async fn entity_ids_come_from_the_type_and_results_serialize() {
         .holds()
         .create(
             &mut conn,
-            HoldRequest::of::<SessionNote>(id.to_string(), Some(tenant()), "case", Utc::now())
+            HoldRequest::of::<SessionNote>(id.to_string(), Some(tenant_a()), "case", Utc::now())
                 .expires_at(Utc::now() + Duration::days(1)),
         )
         .await
@@ -271,13 +260,13 @@ async fn entity_ids_come_from_the_type_and_results_serialize() {
             .holds()
             .is_held(
                 &mut conn,
-                &Target::of::<SessionNote>(id.to_string(), Some(tenant())),
+                &Target::of::<SessionNote>(id.to_string(), Some(tenant_a())),
                 Utc::now()
             )
             .await
             .expect("is_held")
     );
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     let json = serde_json::to_value(&result).expect("serializable");
     assert_eq!(json["status"], "Succeeded");
     assert_eq!(json["summaries"][0]["entity_type"], "SessionNote");

@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
+use crate::support::fixtures::db_with_tables;
 use crate::support::models::*;
-use crate::support::{BuildEngine, LogCapture, TestDb, count, db_with_cohort};
+use crate::support::observers::CancelAfterFirstBatch;
+use crate::support::{BuildEngine, LogCapture, TestDb, count};
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use cohort::ledger::{AuditEvent, AuditObserver};
 use cohort::policy::ProviderError;
 use cohort::worker::{Clock, OccurrenceReport, TenantSource};
 use cohort::{
@@ -132,12 +133,6 @@ impl Clock for TestClock {
     }
 }
 
-async fn setup() -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
-    db
-}
-
 fn options() -> Options {
     Options {
         batch_size: 10,
@@ -224,7 +219,7 @@ async fn the_default_schedule_and_switches_and_bad_configuration_listed_at_once(
     assert_eq!(defaults.worker.schedule, "0 2 * * *");
     assert!(!defaults.worker.dry_run);
     assert!(!defaults.worker.kill_switch);
-    let db = setup().await;
+    let db = db_with_tables().await;
     let worker = handle(&db, options(), Rules::default()).await.worker();
     let next = worker
         .clock(TestClock::at(
@@ -298,7 +293,7 @@ fn options_load_from_a_toml_file_and_environment_with_figment() {
 // contract: W3, W8
 #[tokio::test]
 async fn tenants_are_swept_in_first_seen_order_once_each_then_one_tenantless_pass() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1), t(2), t(3)], 3).await;
     let rules = Rules::default();
     let cohort = handle(&db, options(), rules.clone()).await;
@@ -349,7 +344,7 @@ async fn tenants_are_swept_in_first_seen_order_once_each_then_one_tenantless_pas
 // contract: W8
 #[tokio::test]
 async fn one_failing_tenant_does_not_stop_the_others_and_a_nil_tenant_fails_before_any_pass() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1), t(2)], 3).await;
     let rules = Rules::default();
     let cohort = handle(&db, options(), rules.clone()).await;
@@ -405,7 +400,7 @@ async fn one_failing_tenant_does_not_stop_the_others_and_a_nil_tenant_fails_befo
 // contract: W4
 #[tokio::test]
 async fn two_replicas_at_one_occurrence_sweep_it_once() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1), t(2)], 25).await;
     let a = handle(&db, options(), Rules::default()).await;
     let b = handle(&db, options(), Rules::default()).await;
@@ -446,7 +441,7 @@ async fn two_replicas_at_one_occurrence_sweep_it_once() {
 // contract: W4
 #[tokio::test]
 async fn a_dry_run_replica_never_stands_in_for_the_real_sweep() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1)], 5).await;
     let mut dry = options();
     dry.worker.dry_run = true;
@@ -512,7 +507,7 @@ struct NoteB {
 // contract: W5
 #[tokio::test]
 async fn installs_in_two_schemas_of_one_database_sweep_independently() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     db.exec(&cohort::schema::ddl(
         &cohort::schema::SchemaName::new("second").expect("schema"),
     ))
@@ -596,7 +591,7 @@ async fn wait_for_no_advisory_locks(db: &TestDb) {
 // contract: W4
 #[tokio::test]
 async fn a_worker_restarted_after_a_crash_mid_occurrence_sweeps_it_again() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1), t(2)], 5).await;
     let rules = Rules::default();
     let crashed = handle(&db, options(), rules.clone()).await;
@@ -640,7 +635,7 @@ async fn a_worker_restarted_after_a_crash_mid_occurrence_sweeps_it_again() {
 // contract: W9
 #[tokio::test]
 async fn the_kill_switch_flipped_between_tenant_passes_stops_the_rest() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1), t(2), t(3)], 3).await;
     let rules = Rules::default();
     let cohort = handle(&db, options(), rules.clone()).await;
@@ -681,22 +676,10 @@ async fn the_kill_switch_flipped_between_tenant_passes_stops_the_rest() {
     assert_eq!(old_notes(&db, t(2)).await, 3);
 }
 
-/// Cancels `token` when the first batch of a run has committed.
-struct CancelAfterFirstBatch(CancellationToken);
-
-impl AuditObserver for CancelAfterFirstBatch {
-    fn on_event<'a>(&'a self, event: &'a AuditEvent) -> BoxFuture<'a, Result<(), ProviderError>> {
-        if matches!(event, AuditEvent::EntityProgress { .. }) {
-            self.0.cancel();
-        }
-        Box::pin(async { Ok(()) })
-    }
-}
-
 // contract: W4
 #[tokio::test]
 async fn shutdown_mid_run_leaves_whole_batches_and_a_cancelled_run_that_is_swept_again() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1), t(2)], 35).await;
     let shutdown = CancellationToken::new();
     let cohort = Cohort::builder(db.engine_pool().clone())
@@ -760,7 +743,7 @@ impl TenantSource for Scripted {
 // contract: W2
 #[tokio::test]
 async fn a_failed_occurrence_is_logged_and_the_next_comes_as_scheduled() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1)], 3).await;
     let mut hourly = options();
     hourly.worker.schedule = "0 * * * *".into();
@@ -807,7 +790,7 @@ async fn a_failed_occurrence_is_logged_and_the_next_comes_as_scheduled() {
 // contract: W6
 #[tokio::test]
 async fn missed_occurrences_are_skipped_not_caught_up() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     seed(&db, &[t(1)], 3).await;
     let mut hourly = options();
     hourly.worker.schedule = "0 * * * *".into();
@@ -845,7 +828,7 @@ async fn missed_occurrences_are_skipped_not_caught_up() {
 // contract: W7
 #[tokio::test]
 async fn the_worker_checks_readiness_at_start_and_never_changes_the_schema() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = handle(&db, options(), Rules::default()).await;
     db.exec("DROP TRIGGER retention_holds_entity_fence ON retention_holds")
         .await;
@@ -876,7 +859,7 @@ async fn the_worker_checks_readiness_at_start_and_never_changes_the_schema() {
 #[tokio::test]
 async fn an_occurrences_passes_share_one_connection_and_a_pass_that_loses_it_does_not_stop_the_next()
  {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let tenants = [t(1), t(2), t(3), t(4)];
     seed(&db, &tenants, 2).await;
     // Each purged note records its backend; tenant 2's purge kills its own

@@ -3,40 +3,14 @@
 use std::time::Duration as StdDuration;
 
 use crate::support;
-use crate::support::models::*;
-use crate::support::{BuildEngine, TestDb, TestRules, count, db_with_cohort};
-use chrono::{DateTime, Duration, Utc};
-use cohort::{
-    Capabilities, Cohort, ErasureRequest, Period, Rule, RunKind, RunStatus, Scope, Strategy,
-    TenantContext,
+use crate::support::fixtures::{
+    db_with_tables, hold_sql, scope_a, someone_else, subject, tenant_a, tenant_b, user_record_ids,
 };
+use crate::support::models::*;
+use crate::support::{BuildEngine, TestDb, TestRules, count};
+use chrono::{DateTime, Duration, Utc};
+use cohort::{Capabilities, Cohort, ErasureRequest, Period, Rule, RunKind, RunStatus, Strategy};
 use uuid::Uuid;
-
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn other_tenant() -> Uuid {
-    uuid("22222222-2222-2222-2222-222222222222")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
-
-fn subject() -> Uuid {
-    uuid("aaaaaaaa-0000-0000-0000-000000000001")
-}
-
-fn someone_else() -> Uuid {
-    uuid("bbbbbbbb-0000-0000-0000-000000000002")
-}
-
-async fn setup() -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
-    db
-}
 
 fn rules(user_data: Rule) -> TestRules {
     TestRules::new()
@@ -85,54 +59,34 @@ async fn record(
     .expect("record");
 }
 
-async fn ids(db: &TestDb) -> Vec<i64> {
-    sqlx::query_scalar("SELECT id FROM user_records ORDER BY id")
-        .fetch_all(db.pool())
-        .await
-        .expect("ids")
-}
-
-async fn hold(db: &TestDb, entity: &str, record: &str, tenant: Uuid) {
-    sqlx::query(
-        "INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
-         VALUES (gen_random_uuid(), $1, $2, $3, 'litigation', now() - interval '1 day')",
-    )
-    .bind(uuid(entity))
-    .bind(record)
-    .bind(tenant)
-    .execute(db.pool())
-    .await
-    .expect("hold");
-}
-
 // contract: E1, E2, M7, H1
 #[tokio::test]
 async fn erasure_matches_any_subject_column_in_the_tenant_whatever_the_age_except_held_rows() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = cohort(&db, rules(Rule::new(Period::years(5), Strategy::Purge))).await;
-    record(&db, 1, tenant(), subject(), None, Some(1)).await; // young: the period never delays erasure
-    record(&db, 2, tenant(), someone_else(), Some(subject()), Some(1)).await; // subject as delegate
-    record(&db, 3, tenant(), subject(), None, None).await; // NULL anchor: eligible without a legal minimum
-    record(&db, 4, tenant(), subject(), None, Some(-30)).await; // future anchor: eligible too
-    record(&db, 5, tenant(), someone_else(), None, Some(400)).await; // not the subject
-    record(&db, 6, other_tenant(), subject(), None, Some(400)).await; // another tenant
-    record(&db, 7, tenant(), subject(), None, Some(400)).await; // held
-    hold(&db, "6b619c19-6e3c-44e8-a87f-975c68fd3988", "7", tenant()).await;
+    record(&db, 1, tenant_a(), subject(), None, Some(1)).await; // young: the period never delays erasure
+    record(&db, 2, tenant_a(), someone_else(), Some(subject()), Some(1)).await; // subject as delegate
+    record(&db, 3, tenant_a(), subject(), None, None).await; // NULL anchor: eligible without a legal minimum
+    record(&db, 4, tenant_a(), subject(), None, Some(-30)).await; // future anchor: eligible too
+    record(&db, 5, tenant_a(), someone_else(), None, Some(400)).await; // not the subject
+    record(&db, 6, tenant_b(), subject(), None, Some(400)).await; // another tenant
+    record(&db, 7, tenant_a(), subject(), None, Some(400)).await; // held
+    hold_sql(&db, "6b619c19-6e3c-44e8-a87f-975c68fd3988", "7", tenant_a()).await;
     sqlx::query("INSERT INTO messages VALUES (1, $1, now(), $2), (2, $1, now(), 'x@example.org')")
-        .bind(tenant())
+        .bind(tenant_a())
         .bind(subject().to_string())
         .execute(db.pool())
         .await
         .expect("messages");
 
     let result = cohort
-        .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
+        .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject()))
         .await
         .expect("erase");
     assert_eq!(result.kind, RunKind::Erasure);
     assert_eq!(result.status, RunStatus::Succeeded);
     assert!(!result.dry_run);
-    assert_eq!(ids(&db).await, vec![5, 6, 7]);
+    assert_eq!(user_record_ids(&db).await, vec![5, 6, 7]);
     // The text subject column compared through its own type.
     assert_eq!(count(&db, "SELECT count(*) FROM messages").await, 1);
     let users = result
@@ -158,7 +112,7 @@ async fn erasure_matches_any_subject_column_in_the_tenant_whatever_the_age_excep
 // contract: E3
 #[tokio::test]
 async fn a_positive_legal_minimum_adds_a_strict_anchor_predicate_and_counts_blocked_null_anchors() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = cohort(
         &db,
         rules(Rule::new(Period::days(1), Strategy::Purge).with_legal_minimum(Period::days(30))),
@@ -173,18 +127,18 @@ async fn a_positive_legal_minimum_adds_a_strict_anchor_predicate_and_counts_bloc
         "INSERT INTO user_records (id, tenant_id, created_at, user_id) VALUES \
          (1, $1, $2, $3), (2, $1, $2 - interval '1 microsecond', $3), (3, $1, NULL, $3), (4, $1, $2 + interval '1 day', $3)",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .bind(boundary)
     .bind(subject())
     .execute(db.pool())
     .await
     .expect("records");
     let result = cohort
-        .erase(&scope(), now, ErasureRequest::new(subject()))
+        .erase(&scope_a(), now, ErasureRequest::new(subject()))
         .await
         .expect("erase");
     assert_eq!(
-        ids(&db).await,
+        user_record_ids(&db).await,
         vec![1, 3, 4],
         "exact boundary, NULL and young anchors stay"
     );
@@ -212,15 +166,15 @@ async fn a_positive_legal_minimum_adds_a_strict_anchor_predicate_and_counts_bloc
 // contract: E4
 #[tokio::test]
 async fn soft_delete_categories_are_refused_unless_opted_in() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = cohort(
         &db,
         rules(Rule::new(Period::days(30), Strategy::SoftDelete)),
     )
     .await;
-    record(&db, 1, tenant(), subject(), None, Some(400)).await;
+    record(&db, 1, tenant_a(), subject(), None, Some(400)).await;
     let err = cohort
-        .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
+        .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject()))
         .await
         .expect_err("refused");
     assert!(
@@ -240,7 +194,7 @@ async fn soft_delete_categories_are_refused_unless_opted_in() {
 
     let result = cohort
         .erase(
-            &scope(),
+            &scope_a(),
             Utc::now(),
             ErasureRequest::new(subject()).allow_soft_delete(),
         )
@@ -256,14 +210,14 @@ async fn soft_delete_categories_are_refused_unless_opted_in() {
 // contract: E5
 #[tokio::test]
 async fn a_dry_run_erasure_counts_writes_the_ledger_and_changes_nothing() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = cohort(&db, rules(Rule::new(Period::days(30), Strategy::Anonymise))).await;
-    record(&db, 1, tenant(), subject(), None, Some(1)).await;
-    record(&db, 2, tenant(), subject(), None, Some(1)).await;
-    hold(&db, "6b619c19-6e3c-44e8-a87f-975c68fd3988", "2", tenant()).await;
+    record(&db, 1, tenant_a(), subject(), None, Some(1)).await;
+    record(&db, 2, tenant_a(), subject(), None, Some(1)).await;
+    hold_sql(&db, "6b619c19-6e3c-44e8-a87f-975c68fd3988", "2", tenant_a()).await;
     let result = cohort
         .erase(
-            &scope(),
+            &scope_a(),
             Utc::now(),
             ErasureRequest::new(subject()).dry_run(),
         )
@@ -309,19 +263,19 @@ async fn a_dry_run_erasure_counts_writes_the_ledger_and_changes_nothing() {
 // contract: E6
 #[tokio::test]
 async fn erasure_runs_on_the_sweep_execution_model_one_entity_failing() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let rules = rules(Rule::new(Period::days(30), Strategy::Anonymise));
     let cohort = cohort(&db, rules.clone()).await;
-    record(&db, 1, tenant(), subject(), None, Some(1)).await;
+    record(&db, 1, tenant_a(), subject(), None, Some(1)).await;
     sqlx::query("INSERT INTO messages VALUES (1, $1, now(), $2)")
-        .bind(tenant())
+        .bind(tenant_a())
         .bind(subject().to_string())
         .execute(db.pool())
         .await
         .expect("message");
     rules.set("messages", support::Answer::Error);
     let result = cohort
-        .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
+        .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject()))
         .await
         .expect("erase");
     assert_eq!(result.status, RunStatus::PartiallyFailed);
@@ -368,10 +322,10 @@ async fn erasure_waiting_on_row_one() -> (
     sqlx::Transaction<'static, sqlx::Postgres>,
     tokio::task::JoinHandle<Result<cohort::RunResult, cohort::Error>>,
 ) {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = cohort(&db, rules(Rule::new(Period::days(30), Strategy::Purge))).await;
-    record(&db, 1, tenant(), subject(), None, Some(1)).await;
-    record(&db, 2, tenant(), subject(), None, Some(1)).await;
+    record(&db, 1, tenant_a(), subject(), None, Some(1)).await;
+    record(&db, 2, tenant_a(), subject(), None, Some(1)).await;
     let mut tx = db.pool().begin().await.expect("begin");
     sqlx::query("SELECT 1 FROM user_records WHERE id = 1 FOR UPDATE")
         .execute(&mut *tx)
@@ -379,7 +333,7 @@ async fn erasure_waiting_on_row_one() -> (
         .expect("lock");
     let erase = tokio::spawn(async move {
         cohort
-            .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
+            .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject()))
             .await
     });
     let mut watcher = db.connect().await;
@@ -395,7 +349,7 @@ async fn erasure_waits_for_a_locked_row_instead_of_missing_it() {
     let result = erase.await.expect("join").expect("erase");
     assert_eq!(result.affected(), 2);
     assert!(
-        ids(&db).await.is_empty(),
+        user_record_ids(&db).await.is_empty(),
         "the locked row was waited for, not missed"
     );
 }
@@ -412,43 +366,51 @@ async fn a_row_whose_subject_changed_while_the_erasure_waited_is_left_alone() {
     tx.commit().await.expect("commit");
     let result = erase.await.expect("join").expect("erase");
     assert_eq!(result.affected(), 1);
-    assert_eq!(ids(&db).await, vec![1], "the reassigned row stays");
+    assert_eq!(
+        user_record_ids(&db).await,
+        vec![1],
+        "the reassigned row stays"
+    );
 }
 
 #[tokio::test]
 async fn bad_subjects_are_typed_errors_and_write_nothing() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = cohort(&db, rules(Rule::new(Period::days(30), Strategy::Purge))).await;
-    record(&db, 1, tenant(), subject(), None, Some(1)).await;
+    record(&db, 1, tenant_a(), subject(), None, Some(1)).await;
     for bad in [String::new(), "x".repeat(2000), "a\0b".to_string()] {
         let err = cohort
-            .erase(&scope(), Utc::now(), ErasureRequest::new(bad))
+            .erase(&scope_a(), Utc::now(), ErasureRequest::new(bad))
             .await
             .expect_err("refused");
         assert!(matches!(err, cohort::Error::InvalidSubject { .. }), "{err}");
     }
     // A subject that only the text column accepts erases there, and is no match for the uuid columns.
     sqlx::query("INSERT INTO messages VALUES (1, $1, now(), 'ann@example.org')")
-        .bind(tenant())
+        .bind(tenant_a())
         .execute(db.pool())
         .await
         .expect("message");
     let result = cohort
-        .erase(&scope(), Utc::now(), ErasureRequest::new("ann@example.org"))
+        .erase(
+            &scope_a(),
+            Utc::now(),
+            ErasureRequest::new("ann@example.org"),
+        )
         .await
         .expect("erase by email");
     assert_eq!(result.affected(), 1);
-    assert_eq!(ids(&db).await, vec![1]);
+    assert_eq!(user_record_ids(&db).await, vec![1]);
     assert_eq!(count(&db, "SELECT count(*) FROM sweep_run").await, 1);
     // A quote-laden subject is just a value.
     let result = cohort
         .erase(
-            &scope(),
+            &scope_a(),
             Utc::now(),
             ErasureRequest::new("'; DROP TABLE user_records; --"),
         )
         .await
         .expect("erase");
     assert_eq!(result.affected(), 0);
-    assert_eq!(ids(&db).await, vec![1]);
+    assert_eq!(user_record_ids(&db).await, vec![1]);
 }

@@ -2,22 +2,15 @@
 //! tampering with plain SQL, under concurrent sweeps and hold creation, and
 //! after an upgrade from a database holding data.
 
+use crate::support::fixtures::{db_with_tables, tenant_a, tenant_b};
 use crate::support::models::*;
-use crate::support::{TestDb, TestRules, db_with_cohort};
+use crate::support::{TestDb, TestRules};
 use chrono::{Duration, Utc};
 use cohort::evidence::{ChainTable, ProblemKind, VerifyReport, verify};
 use cohort::holds::HoldRequest;
 use cohort::schema::{ReadinessProblem, SchemaName, check_readiness, migrations};
 use cohort::{Capabilities, Cohort, Options, Period, Rule, Scope, Strategy, TenantContext};
 use uuid::Uuid;
-
-fn tenant_a() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn tenant_b() -> Uuid {
-    uuid("22222222-2222-2222-2222-222222222222")
-}
 
 fn scope(t: Uuid) -> Scope {
     Scope::Tenant(TenantContext::new(t))
@@ -38,12 +31,6 @@ async fn tickets(db: &TestDb, t: Uuid, offset: i64, n: i64) {
     .execute(db.pool())
     .await
     .expect("tickets");
-}
-
-async fn setup() -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
-    db
 }
 
 async fn cohort(db: &TestDb, batch: u32) -> Cohort {
@@ -86,7 +73,7 @@ async fn hold(c: &Cohort, db: &TestDb, record: &str, t: Uuid) -> Uuid {
 /// A ledger with two sealed runs (row details, summaries), holds created
 /// and removed: the base every tampering test changes.
 async fn ledger() -> (TestDb, Cohort) {
-    let db = setup().await;
+    let db = db_with_tables().await;
     tickets(&db, tenant_a(), 0, 12).await;
     let c = cohort(&db, 5).await;
     let h1 = hold(&c, &db, "3", tenant_a()).await;
@@ -425,7 +412,7 @@ async fn reordering_is_named_as_out_of_order() {
 // contract: EV1, H13
 #[tokio::test]
 async fn a_prune_is_reported_as_pruned_and_a_deleted_active_hold_as_tampering() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     tickets(&db, tenant_a(), 0, 6).await;
     let c = Cohort::builder(db.pool().clone())
         .options(Options {
@@ -566,7 +553,7 @@ async fn a_replaced_trigger_function_cannot_forge_a_pass() {
 // contract: EV1
 #[tokio::test]
 async fn concurrent_sweeps_and_hold_creation_keep_every_chain_intact() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     tickets(&db, tenant_a(), 0, 400).await;
     tickets(&db, tenant_b(), 1000, 400).await;
     let c = cohort(&db, 20).await;
@@ -789,7 +776,7 @@ async fn readiness_requires_the_chain() {
 // contract: EV1, A11
 #[tokio::test]
 async fn settling_an_abandoned_run_seals_it_with_its_summaries() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let c = Cohort::builder(db.pool().clone())
         .options(Options {
             settle_timeout: std::time::Duration::from_secs(1),
@@ -897,7 +884,7 @@ async fn verify_and_export_ignore_a_hostile_search_path_in_a_quoted_schema() {
 // contract: EV1
 #[tokio::test]
 async fn a_scrubbed_payload_is_not_tampering_and_a_changed_one_is() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let run = Uuid::new_v4();
     db.exec(&format!(
         "INSERT INTO sweep_run (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at) \

@@ -1,7 +1,8 @@
 //! Exports (contract EV2) and erasure certificates (contract EV4).
 
+use crate::support::fixtures::{db_with_tables, scope_a, tenant_a};
 use crate::support::models::*;
-use crate::support::{TestDb, TestRules, db_with_cohort};
+use crate::support::{TestDb, TestRules};
 use chrono::{Duration, Utc};
 use cohort::evidence::{
     CertificateOptions, EvidenceError, ExportFormat, ExportRecords, SignedCertificate, TimeRange,
@@ -9,26 +10,17 @@ use cohort::evidence::{
 };
 use cohort::holds::HoldRequest;
 use cohort::schema::SchemaName;
-use cohort::{Capabilities, Cohort, ErasureRequest, Period, Rule, Scope, Strategy, TenantContext};
+use cohort::{Capabilities, Cohort, ErasureRequest, Period, Rule, Strategy};
 use ed25519_dalek::SigningKey;
 use sqlx::Row;
 use uuid::Uuid;
 
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
-
 async fn swept() -> (TestDb, Cohort) {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     db.exec(&format!(
         "INSERT INTO tickets (id, tenant_id, opened_at) \
          SELECT g, '{t}', now() - interval '100 days' + g * interval '1 second' FROM generate_series(1, 30) g",
-        t = tenant()
+        t = tenant_a()
     ))
     .await;
     let c = Cohort::builder(db.pool().clone())
@@ -45,14 +37,14 @@ async fn swept() -> (TestDb, Cohort) {
         .build()
         .await
         .expect("model");
-    c.sweep(&scope(), Utc::now()).await.expect("sweep");
+    c.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     db.exec(&format!(
         "INSERT INTO tickets (id, tenant_id, opened_at) \
          SELECT 100 + g, '{t}', now() - interval '100 days' FROM generate_series(1, 4) g",
-        t = tenant()
+        t = tenant_a()
     ))
     .await;
-    c.sweep(&scope(), Utc::now()).await.expect("sweep");
+    c.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     (db, c)
 }
 
@@ -244,15 +236,14 @@ async fn exports_round_trip_to_what_the_ledger_holds() {
 }
 
 async fn erased() -> (TestDb, Uuid) {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     let subject = uuid("aaaaaaaa-0000-0000-0000-000000000001");
     db.exec(&format!(
         "INSERT INTO user_records (id, tenant_id, created_at, user_id) \
          SELECT g, '{t}', now() - interval '3 years', '{subject}' FROM generate_series(1, 6) g; \
          INSERT INTO user_records (id, tenant_id, created_at, user_id) \
          VALUES (7, '{t}', now() - interval '1 day', '{subject}'), (8, '{t}', NULL, '{subject}')",
-        t = tenant()
+        t = tenant_a()
     ))
     .await;
     let c = Cohort::builder(db.pool().clone())
@@ -276,7 +267,7 @@ async fn erased() -> (TestDb, Uuid) {
             HoldRequest::new(
                 uuid("6b619c19-6e3c-44e8-a87f-975c68fd3988"),
                 "2",
-                Some(tenant()),
+                Some(tenant_a()),
                 "case 9",
                 Utc::now(),
             ),
@@ -284,7 +275,7 @@ async fn erased() -> (TestDb, Uuid) {
         .await
         .expect("hold");
     let result = c
-        .erase(&scope(), Utc::now(), ErasureRequest::new(subject))
+        .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject))
         .await
         .expect("erase");
     (db, result.run_id)
@@ -377,7 +368,7 @@ async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head()
          VALUES ('{manual}', '6b619c19-6e3c-44e8-a87f-975c68fd3988', 'UserRecord', 'user-data', '{t}', 'Purge', \
                  'Succeeded', 3, 1, 0, 2, 4, now()); \
          UPDATE sweep_run SET status = 'Succeeded', settled_at = now() WHERE run_id = '{manual}'",
-        t = tenant()
+        t = tenant_a()
     ))
     .await;
     let by_hand = certificate(&mut conn, &SchemaName::public(), manual, &options)

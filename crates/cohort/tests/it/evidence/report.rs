@@ -8,18 +8,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::fixtures::{db_with_tables, tenant_a};
 use crate::support::models::*;
-use crate::support::{Answer, TestDb, TestRules, db_with_cohort};
+use crate::support::{Answer, TestDb, TestRules};
 use chrono::Utc;
 use cohort::evidence::{ReportOptions, TimeRange, audit_report};
 use cohort::holds::HoldRequest;
 use cohort::schema::SchemaName;
 use cohort::{Capabilities, Cohort, Period, Rule, Scope, Strategy, TenantContext};
 use uuid::Uuid;
-
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
 
 fn chromium() -> PathBuf {
     for candidate in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
@@ -85,14 +82,13 @@ fn console_errors(stderr: &str) -> Vec<String> {
 }
 
 async fn ledger() -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     db.exec(&format!(
         "INSERT INTO tickets (id, tenant_id, opened_at) \
          SELECT g, '{t}', now() - interval '100 days' + g * interval '1 second' FROM generate_series(1, 40) g; \
          INSERT INTO session_notes (id, tenant_id, created_at, body) \
          SELECT gen_random_uuid(), '{t}', now() - interval '100 days', 'n' FROM generate_series(1, 25)",
-        t = tenant()
+        t = tenant_a()
     ))
     .await;
     // Earlier months, written as the engine writes them (start, then settle).
@@ -106,7 +102,7 @@ async fn ledger() -> TestDb {
              VALUES ('{run}', '{notes}', 'SessionNote', 'session-notes', '{t}', 'Purge', 'Succeeded', {purged}, {held}, 0, 0, now()), \
                     ('{run}', '5d1c1b8e-2f7a-4b7e-9d8a-0c2a44f0e001', 'Ticket', 'tickets', '{t}', 'SoftDelete', 'Succeeded', {soft}, 0, 0, 0, now()); \
              UPDATE sweep_run SET status = 'Succeeded', settled_at = started_at + interval '1 minute' WHERE run_id = '{run}';",
-            t = tenant(),
+            t = tenant_a(),
             notes = NOTE_ID,
         ))
         .await;
@@ -137,21 +133,21 @@ async fn ledger() -> TestDb {
             HoldRequest::new(
                 uuid("5d1c1b8e-2f7a-4b7e-9d8a-0c2a44f0e001"),
                 "7",
-                Some(tenant()),
+                Some(tenant_a()),
                 "Litigation <b>hold</b> - case #12345",
                 Utc::now() - chrono::Duration::days(12),
             ),
         )
         .await
         .expect("hold");
-    let scope = Scope::Tenant(TenantContext::new(tenant()));
+    let scope = Scope::Tenant(TenantContext::new(tenant_a()));
     cohort.sweep(&scope, Utc::now()).await.expect("sweep");
     // A run that fails in part: the policy service is down for one category.
     sqlx::query(
         "INSERT INTO tickets (id, tenant_id, opened_at) \
          SELECT 1000 + g, $1, now() - interval '100 days' FROM generate_series(1, 5) g",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .execute(db.pool())
     .await
     .expect("rows");

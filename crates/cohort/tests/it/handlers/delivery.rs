@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant};
 
 use crate::support;
+use crate::support::fixtures::{db_with_tables, note_id, scope_a, tenant_a};
 use crate::support::models::*;
-use crate::support::{TestDb, TestRules, count, db_with_cohort};
+use crate::support::{TestDb, TestRules, count};
 use chrono::Utc;
 use cohort::handlers::{
     CapturedRow, Dispatch, HandlerContext, HandlerError, RowHandler, RowHandlerOptions,
@@ -15,25 +16,13 @@ use cohort::handlers::{
 use cohort::ledger::{AuditEvent, AuditObserver};
 use cohort::policy::ProviderError;
 use cohort::{
-    BoxFuture, Capabilities, Cohort, ErasureRequest, Options, Period, Rule, RunStatus, Scope,
-    Strategy, SweepOptions, TenantContext,
+    BoxFuture, Capabilities, Cohort, ErasureRequest, Options, Period, Rule, RunStatus, Strategy,
+    SweepOptions,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 const RECORDER_ID: &str = "9b2e6c61-3a3f-4c61-9d39-2b7a8d4c1e55";
-
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
-
-fn note_id(n: u32) -> Uuid {
-    uuid(&format!("00000000-0000-0000-0000-{n:012}"))
-}
 
 /// One delivery as the test handler saw it.
 #[derive(Debug, Clone)]
@@ -176,8 +165,7 @@ fn purge_rules() -> TestRules {
 
 /// Cohort's tables, the shared models' tables, `n` expired notes.
 async fn setup(n: u32) -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     db.exec(&format!(
         "INSERT INTO session_notes (id, tenant_id, created_at, body) \
          SELECT ('00000000-0000-0000-0000-' || lpad(g::text, 12, '0'))::uuid, \
@@ -266,7 +254,7 @@ async fn a_handler_captures_in_the_batch_and_delivers_after_commit_with_the_rows
         ],
     )
     .await;
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 5);
     assert!(
         log.all().is_empty(),
@@ -311,7 +299,7 @@ async fn a_handler_captures_in_the_batch_and_delivers_after_commit_with_the_rows
         assert_eq!(s.attempt, 1);
         assert_eq!(s.run_id, result.run_id);
         assert_eq!(s.entity_id, SessionNote::ENTITY_ID);
-        assert_eq!(s.tenant_id, tenant());
+        assert_eq!(s.tenant_id, tenant_a());
         assert_eq!(s.strategy, Strategy::Purge);
     }
     // Every handler of each row is done: the payloads are gone.
@@ -352,7 +340,7 @@ async fn capture_belongs_to_the_batch_transaction_and_sees_the_row_before_the_ch
         vec![(Recorder::new("audit", &log, Behaviour::Succeed), with_id())],
     )
     .await;
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Failed);
     assert_eq!(result.affected(), 2, "the first batch committed");
     assert_eq!(
@@ -384,7 +372,7 @@ async fn a_row_whose_capture_fails_is_left_dead_lettered_once_and_the_rest_go_on
         vec![(Recorder::new("audit", &log, Behaviour::Succeed), with_id())],
     )
     .await;
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
     assert_eq!(result.affected(), 6);
     assert_eq!(
@@ -404,7 +392,7 @@ async fn a_row_whose_capture_fails_is_left_dead_lettered_once_and_the_rest_go_on
     let error: serde_json::Value = serde_json::from_str(&dead[0].3).expect("envelope");
     assert_eq!(error["kind"], "HandlerCapture");
     // The next run tries again, and dead-letters it once more.
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(
         count(
             &db,
@@ -455,7 +443,7 @@ async fn a_snapshot_that_does_not_round_trip_fails_at_capture_before_the_row_cha
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 0);
     assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 2);
     let errors: Vec<String> = sqlx::query_scalar(
@@ -485,7 +473,7 @@ async fn a_delivery_whose_dispatcher_dies_is_reclaimed_after_the_timeout_and_del
         )],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     let first = tokio::spawn({
         let cohort = cohort.clone();
         async move { cohort.dispatcher().run_once().await }
@@ -531,7 +519,7 @@ async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
         vec![(Recorder::new("audit", &log, Behaviour::Succeed), with_id())],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     // The stalled dispatcher runs on a thread of its own, with a runtime and
     // a pool of its own: a connection it hands back while its runtime is
     // blocked must not starve the test's pool.
@@ -605,7 +593,7 @@ async fn a_handler_is_cancelled_at_nine_tenths_of_the_claim_and_the_attempt_fail
         )],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     let started = Instant::now();
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
     let took = started.elapsed();
@@ -649,7 +637,7 @@ async fn a_handler_that_ignores_its_cancellation_is_dropped_and_its_attempt_fail
         )],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     // The first attempt never returns: the dispatcher drops it (0.95 of the
     // 2 s claim) and settles the failure itself.
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
@@ -715,7 +703,7 @@ async fn failing_to_record_an_outcome_leaves_the_delivery_in_flight_until_reclai
         .build()
         .await
         .expect("model");
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     let report = cohort
         .dispatcher()
         .run_once()
@@ -787,7 +775,7 @@ async fn work_that_waits_for_the_sweep_to_settle_is_not_delivered_before() {
         builder = builder.row_handler_with::<SessionNote, _>(h, o);
     }
     let sweeping = builder.build().await.expect("model");
-    sweeping.sweep(&scope(), Utc::now()).await.expect("sweep");
+    sweeping.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     let mid_run: Vec<&'static str> = log.all().iter().map(|s| s.handler).collect();
     assert_eq!(
         mid_run.len(),
@@ -861,7 +849,7 @@ async fn the_dispatcher_settles_an_abandoned_run_so_its_waiting_work_can_go() {
         .build()
         .await
         .expect("model");
-    let run = tokio::spawn(async move { hanging.sweep(&scope(), Utc::now()).await });
+    let run = tokio::spawn(async move { hanging.sweep(&scope_a(), Utc::now()).await });
     committed_rx.await.expect("the first batch committed");
     run.abort();
     assert!(run.await.expect_err("killed").is_cancelled());
@@ -903,7 +891,7 @@ async fn a_payload_past_the_retention_is_scrubbed_and_its_work_dead_letters_nami
         vec![(Recorder::new("audit", &log, Behaviour::Succeed), with_id())],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     db.exec("UPDATE sweep_run_row_detail SET created_at = now() - interval '2 seconds'")
         .await;
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
@@ -938,7 +926,7 @@ async fn a_failing_handler_is_retried_then_dead_lettered_with_a_sanitized_error(
         vec![(Recorder::new("audit", &log, Behaviour::Fail), with_id())],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     for attempt in 1..=3 {
         // Skip the backoff: the test is about the budget, not the clock.
         db.exec("UPDATE sweep_row_handler_status SET not_before = now() - interval '1 second'")
@@ -989,7 +977,7 @@ async fn a_poisoned_payload_or_an_unknown_handler_dead_letters() {
         vec![(Recorder::new("audit", &log, Behaviour::Succeed), with_id())],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     // One payload is tampered with; one delivery names a handler nobody
     // registers (a renamed type).
     sqlx::query(
@@ -1045,7 +1033,7 @@ async fn a_rows_handlers_run_in_priority_order_one_at_a_time() {
         ],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     // Before the first handler of a row is done, nothing else of the row is claimable.
     let claimable: Vec<i32> =
         sqlx::query_scalar("SELECT DISTINCT priority FROM sweep_row_handler_status ORDER BY 1")
@@ -1105,7 +1093,7 @@ async fn competing_dispatchers_deliver_each_row_once_and_drain_at_volume() {
         ],
     )
     .await;
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 10_000);
     loop {
         let (da, db_) = (cohort.dispatcher(), cohort.dispatcher());
@@ -1166,7 +1154,7 @@ async fn a_running_dispatcher_is_woken_by_the_batch_that_queued_work_and_stops_o
         assert!(Instant::now() < deadline, "the dispatcher never listened");
         tokio::time::sleep(StdDuration::from_millis(10)).await;
     }
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     // Woken by the notification, long before the 10-minute poll.
     let deadline = Instant::now() + StdDuration::from_secs(120);
     while log.all().len() < 3 {
@@ -1198,7 +1186,7 @@ async fn dry_runs_never_capture_or_queue_and_erasures_run_handlers() {
     )
     .await;
     let dry = cohort
-        .sweep_with(&scope(), Utc::now(), SweepOptions::default().dry_run())
+        .sweep_with(&scope_a(), Utc::now(), SweepOptions::default().dry_run())
         .await
         .expect("dry run");
     assert_eq!(dry.affected(), 3);
@@ -1213,11 +1201,10 @@ async fn dry_runs_never_capture_or_queue_and_erasures_run_handlers() {
 
     // Erasure changes the subject's rows through the same batches, so its
     // rows' handlers run too.
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     let subject = uuid("aaaaaaaa-0000-0000-0000-000000000001");
     sqlx::query("INSERT INTO user_records (id, tenant_id, created_at, user_id) VALUES (1, $1, now(), $2), (2, $1, now(), $2)")
-        .bind(tenant())
+        .bind(tenant_a())
         .bind(subject)
         .execute(db.pool())
         .await
@@ -1259,7 +1246,7 @@ async fn dry_runs_never_capture_or_queue_and_erasures_run_handlers() {
         .await
         .expect("model");
     let erased = cohort
-        .erase(&scope(), Utc::now(), ErasureRequest::new(subject))
+        .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject))
         .await
         .expect("erase");
     assert_eq!(erased.affected(), 2);
@@ -1293,7 +1280,7 @@ async fn settling_a_delivery_releases_the_next_handler_of_the_same_row_only() {
         ],
     )
     .await;
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     let report = cohort.dispatcher().run_once().await.expect("dispatch");
     assert_eq!(report.succeeded, 1, "{report:?}");
     // The row whose first handler is done, and the rows whose second

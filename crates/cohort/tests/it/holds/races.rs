@@ -16,13 +16,14 @@
 //! deleting a row whose hold committed.
 
 use crate::support;
+use crate::support::fixtures::{db_with_tables, scope_a, subject, tenant_a};
 use crate::support::models::*;
-use crate::support::{TestDb, TestRules, app_pool, count, db_with_cohort};
+use crate::support::{TestDb, TestRules, app_pool, count};
 use chrono::{DateTime, Utc};
 use cohort::holds::{HoldError, HoldRequest};
 use cohort::{
     Capabilities, Cohort, ErasureRequest, Error, MAX_LOCK_WAIT, Options, Period, Rule, RunResult,
-    Scope, Strategy, TenantContext,
+    Strategy,
 };
 use sqlx::{Acquire, PgPool};
 use uuid::Uuid;
@@ -48,18 +49,6 @@ struct PlainContact {
 }
 
 const PLAIN_CONTACT_ID: &str = "3c1e0f1a-8e9b-4c7d-a0b2-5f6e7d8c9b0a";
-
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
-
-fn subject() -> Uuid {
-    uuid("aaaaaaaa-0000-0000-0000-000000000001")
-}
 
 /// The mutation path under test.
 #[derive(Debug, Clone, Copy)]
@@ -204,8 +193,7 @@ fn rules() -> TestRules {
 /// With `isolation`, the database's default transaction isolation is set
 /// first, so every connection opened afterwards has it.
 async fn setup(isolation: Option<&str>) -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     db.exec(
         r#"
         CREATE TABLE public.plain_contacts (
@@ -260,10 +248,10 @@ async fn mutate(cohort: Cohort, kind: Kind) -> Result<RunResult, Error> {
     match kind {
         Kind::Erasure => {
             cohort
-                .erase(&scope(), Utc::now(), ErasureRequest::new(subject()))
+                .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject()))
                 .await
         }
-        _ => cohort.sweep(&scope(), Utc::now()).await,
+        _ => cohort.sweep(&scope_a(), Utc::now()).await,
     }
 }
 
@@ -280,7 +268,7 @@ async fn write_hold(
             .holds()
             .create(
                 conn,
-                HoldRequest::new(kind.entity(), kind.row(n), Some(tenant()), "race", Utc::now()),
+                HoldRequest::new(kind.entity(), kind.row(n), Some(tenant_a()), "race", Utc::now()),
             )
             .await
             .map(|_| ()),
@@ -290,7 +278,7 @@ async fn write_hold(
         )
         .bind(kind.entity())
         .bind(kind.row(n))
-        .bind(tenant())
+        .bind(tenant_a())
         .execute(conn)
         .await
         .map(|_| ())

@@ -7,16 +7,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::support;
+use crate::support::fixtures::{
+    db_with_tables, entity_summary, note_exists, now_s, scope_a, tenant_a, tenant_b,
+};
 use crate::support::models::*;
-use crate::support::{BuildEngine, TestDb, TestRules, count, db_with_cohort};
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use crate::support::{BuildEngine, TestDb, TestRules, count};
+use chrono::{DateTime, Duration, Utc};
 use cohort::holds::{
     DeletionError, DeletionOutcome, Hold, HoldError, HoldFilter, HoldRequest, MAX_RECORD_ID_BYTES,
     RecordIdProblem, Target,
 };
 use cohort::{
     Capabilities, Cohort, Error, Options, Period, Rule, RunResult, RunStatus, Scope, Strategy,
-    TenantContext,
 };
 use futures_util::future::BoxFuture;
 use sqlx::PgConnection;
@@ -118,18 +120,6 @@ CREATE TABLE public.host_audit (note uuid NOT NULL);
 // ---------------------------------------------------------------------------
 // Set-up and helpers.
 
-fn tenant_a() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn tenant_b() -> Uuid {
-    uuid("22222222-2222-2222-2222-222222222222")
-}
-
-fn scope_a() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant_a()))
-}
-
 fn rules() -> TestRules {
     TestRules::new()
         .with(
@@ -178,8 +168,7 @@ async fn build(db: &TestDb, options: Options) -> Cohort {
 }
 
 async fn setup_with(options: Options) -> (TestDb, Cohort) {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     db.exec(KEYED_TABLES).await;
     let cohort = build(&db, options).await;
     (db, cohort)
@@ -187,13 +176,6 @@ async fn setup_with(options: Options) -> (TestDb, Cohort) {
 
 async fn setup() -> (TestDb, Cohort) {
     setup_with(Options::default()).await
-}
-
-/// Now, to the second (stored times compare exactly).
-fn now_s() -> DateTime<Utc> {
-    Utc::now()
-        .duration_trunc(Duration::seconds(1))
-        .expect("truncate")
 }
 
 async fn note(db: &TestDb, tenant: Uuid, age_days: i64) -> Uuid {
@@ -257,10 +239,6 @@ async fn exists_where(db: &TestDb, sql_condition: &str) -> bool {
     count(db, &format!("SELECT count(*) FROM {sql_condition}")).await == 1
 }
 
-async fn note_exists(db: &TestDb, id: Uuid) -> bool {
-    exists_where(db, &format!("session_notes WHERE id = '{id}'")).await
-}
-
 async fn holds_count(db: &TestDb) -> i64 {
     count(db, "SELECT count(*) FROM retention_holds").await
 }
@@ -304,14 +282,6 @@ fn sqlstate(e: &Error) -> Option<String> {
         Error::Database(sqlx::Error::Database(db)) => db.code().map(|c| c.into_owned()),
         _ => None,
     }
-}
-
-fn summary<'r>(result: &'r RunResult, entity_type: &str) -> &'r cohort::ledger::EntitySummary {
-    result
-        .summaries
-        .iter()
-        .find(|s| s.entity_type == entity_type)
-        .unwrap_or_else(|| panic!("no summary for {entity_type}: {result:#?}"))
 }
 
 async fn sweep_a(cohort: &Cohort, now: DateTime<Utc>) -> RunResult {
@@ -398,22 +368,22 @@ async fn held_rows_survive_purge_soft_delete_and_anonymise_sweeps_and_a_host_del
     let result = sweep_a(&cohort, Utc::now()).await;
     assert_eq!(
         (
-            summary(&result, "SessionNote").affected,
-            summary(&result, "SessionNote").held
+            entity_summary(&result, "SessionNote").affected,
+            entity_summary(&result, "SessionNote").held
         ),
         (1, 1)
     );
     assert_eq!(
         (
-            summary(&result, "CaseContact").affected,
-            summary(&result, "CaseContact").held
+            entity_summary(&result, "CaseContact").affected,
+            entity_summary(&result, "CaseContact").held
         ),
         (1, 1)
     );
     assert_eq!(
         (
-            summary(&result, "Ticket").affected,
-            summary(&result, "Ticket").held
+            entity_summary(&result, "Ticket").affected,
+            entity_summary(&result, "Ticket").held
         ),
         (1, 1)
     );
@@ -423,8 +393,8 @@ async fn held_rows_survive_purge_soft_delete_and_anonymise_sweeps_and_a_host_del
         .expect("tenantless sweep");
     assert_eq!(
         (
-            summary(&tenantless, "SystemLog").affected,
-            summary(&tenantless, "SystemLog").held
+            entity_summary(&tenantless, "SystemLog").affected,
+            entity_summary(&tenantless, "SystemLog").held
         ),
         (1, 1)
     );
@@ -534,7 +504,7 @@ async fn holds_are_checked_in_sql_over_ten_thousand_rows() {
         .expect("notes");
     assert_eq!((notes.eligible, notes.held), (9_995, 5));
     let result = sweep_a(&cohort, Utc::now()).await;
-    let notes = summary(&result, "SessionNote");
+    let notes = entity_summary(&result, "SessionNote");
     assert_eq!((notes.affected, notes.held), (9_995, 5));
     let mut left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM session_notes ORDER BY id")
         .fetch_all(db.pool())
@@ -593,7 +563,7 @@ async fn a_backdated_sweep_judges_holds_by_the_database_clock() {
         "an expired hold still protected"
     );
     assert!(!note_exists(&db, control).await);
-    let notes = summary(&result, "SessionNote");
+    let notes = entity_summary(&result, "SessionNote");
     assert_eq!((notes.affected, notes.held), (2, 1));
 }
 
@@ -997,7 +967,7 @@ async fn record_ids_are_read_through_the_key_type_stored_as_the_rows_text_and_ho
 
     let result = sweep_a(&cohort, Utc::now()).await;
     for entity_type in ["Ticket", "CitextItem", "NumericItem", "TextItem", "Order"] {
-        let s = summary(&result, entity_type);
+        let s = entity_summary(&result, entity_type);
         assert_eq!((s.affected, s.held), (1, 1), "{entity_type}: {s:?}");
     }
     assert!(exists_where(&db, "tickets WHERE id = 7 AND NOT is_deleted").await);
@@ -1216,8 +1186,8 @@ async fn an_uncommitted_hold_in_a_callers_transaction_holds_the_fence_until_it_e
     let result = sweep.await.expect("join");
     assert_eq!(
         (
-            summary(&result, "SessionNote").affected,
-            summary(&result, "SessionNote").held
+            entity_summary(&result, "SessionNote").affected,
+            entity_summary(&result, "SessionNote").held
         ),
         (1, 1)
     );
@@ -1243,7 +1213,7 @@ async fn an_uncommitted_hold_in_a_callers_transaction_holds_the_fence_until_it_e
     support::wait_for_fence(&mut watcher).await;
     tx2.rollback().await.expect("rollback");
     let result = sweep.await.expect("join");
-    assert_eq!(summary(&result, "SessionNote").affected, 1);
+    assert_eq!(entity_summary(&result, "SessionNote").affected, 1);
     assert!(
         !note_exists(&db, rolled_back).await,
         "the rolled-back hold never existed"
@@ -1698,7 +1668,7 @@ async fn a_hold_covers_exactly_its_type_record_id_and_tenant() {
         .sweep(&Scope::Tenantless, Utc::now())
         .await
         .expect("sweep");
-    assert_eq!(summary(&tenantless, "SystemLog").affected, 1);
+    assert_eq!(entity_summary(&tenantless, "SystemLog").affected, 1);
     assert!(exists_where(&db, "tickets WHERE id = 42 AND NOT is_deleted").await);
     assert!(
         !exists_where(&db, "system_log WHERE id = 42").await,

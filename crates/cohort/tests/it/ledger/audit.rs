@@ -5,32 +5,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use crate::support;
+use crate::support::fixtures::{db_with_tables, scope_a, tenant_a};
 use crate::support::models::*;
-use crate::support::{TestDb, TestRules, count, db_with_cohort};
+use crate::support::{TestDb, TestRules, count};
 use chrono::Utc;
 use cohort::ledger::{AuditEvent, AuditObserver, RunStatus};
 use cohort::policy::ProviderError;
-use cohort::{Capabilities, Cohort, Options, Period, Rule, Scope, Strategy, TenantContext};
+use cohort::{Capabilities, Cohort, Options, Period, Rule, Strategy};
 use futures_util::future::BoxFuture;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
-
 async fn setup(n: i64) -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
+    let db = db_with_tables().await;
     sqlx::query(
         "INSERT INTO tickets (id, tenant_id, opened_at) \
          SELECT g, $1, now() - interval '100 days' + g * interval '1 second' FROM generate_series(1, $2) g",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .bind(n)
     .execute(db.pool())
     .await
@@ -131,7 +123,7 @@ async fn observers_hear_every_event_in_committed_order_after_its_commit() {
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
     let log = checker.log.lock().expect("log").clone();
     let mut expected = vec!["Started committed=true".to_string()];
@@ -151,7 +143,7 @@ async fn observers_hear_every_event_in_committed_order_after_its_commit() {
     .await
     .expect("details");
     let want: Vec<(String, Uuid, String)> = (1..=6)
-        .map(|i| (i.to_string(), tenant(), "Purge".to_string()))
+        .map(|i| (i.to_string(), tenant_a(), "Purge".to_string()))
         .collect();
     assert_eq!(details, want);
 }
@@ -168,7 +160,7 @@ async fn without_per_row_audit_no_row_detail_is_written() {
         .expect("model");
     assert_eq!(
         cohort
-            .sweep(&scope(), Utc::now())
+            .sweep(&scope_a(), Utc::now())
             .await
             .expect("sweep")
             .affected(),
@@ -210,7 +202,7 @@ async fn a_rolled_back_batch_leaves_neither_rows_nor_details_nor_progress_and_no
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Failed);
     assert_eq!(count(&db, "SELECT count(*) FROM tickets").await, 2);
     assert_eq!(
@@ -293,7 +285,7 @@ async fn failing_panicking_and_hanging_observers_change_nothing_and_a_hanging_on
         .await
         .expect("model");
     let started = std::time::Instant::now();
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
     assert_eq!(result.affected(), 6);
     assert_eq!(count(&db, "SELECT count(*) FROM tickets").await, 0);
@@ -339,10 +331,10 @@ async fn direct_calls_are_audited_as_manual() {
         .build()
         .await
         .expect("model");
-    cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     cohort
         .sweep_with(
-            &scope(),
+            &scope_a(),
             Utc::now(),
             cohort::SweepOptions::default().dry_run(),
         )
@@ -372,7 +364,7 @@ async fn soft_delete_sets_the_flag_and_deleted_at_and_skips_rows_already_deleted
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(
         result.affected(),
         2,
@@ -395,7 +387,7 @@ async fn soft_delete_sets_the_flag_and_deleted_at_and_skips_rows_already_deleted
     );
     assert_eq!(
         cohort
-            .sweep(&scope(), Utc::now())
+            .sweep(&scope_a(), Utc::now())
             .await
             .expect("sweep")
             .affected(),

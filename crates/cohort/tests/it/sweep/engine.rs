@@ -1,8 +1,12 @@
 //! The engine: preview and sweep with every strategy, the ledger, failures.
 
+use crate::support::fixtures::{
+    contact_days_old, db_with_tables, fixed_now, hold_sql, note_days_old, readme_rules, scope_a,
+    tenant_a, tenant_b,
+};
 use crate::support::models::*;
-use crate::support::{Answer, BuildEngine, TestDb, TestRules, count, db_with_cohort};
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use crate::support::{Answer, BuildEngine, TestDb, TestRules, count};
+use chrono::{DateTime, Duration, Utc};
 use cohort::{
     Capabilities, Cohort, Options, Period, Rule, RunStatus, Scope, Strategy, TenantContext,
 };
@@ -11,44 +15,6 @@ use uuid::Uuid;
 
 /// entity_type, category, strategy, status, affected, held, skipped, applied period.
 type SummaryRow = (String, String, String, String, i64, i64, i64, String);
-
-fn now() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 6, 1, 12, 0, 0)
-        .single()
-        .expect("valid")
-}
-
-fn tenant_a() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn tenant_b() -> Uuid {
-    uuid("22222222-2222-2222-2222-222222222222")
-}
-
-fn scope_a() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant_a()))
-}
-
-fn readme_rules() -> TestRules {
-    TestRules::new()
-        .with(
-            "session-notes",
-            Capabilities::only(Strategy::Purge),
-            Rule::new(Period::days(30), Strategy::Purge),
-        )
-        .with(
-            "case-contacts",
-            Capabilities::only(Strategy::Anonymise),
-            Rule::new(Period::days(365), Strategy::Anonymise),
-        )
-}
-
-async fn setup() -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
-    db
-}
 
 async fn build(db: &TestDb, rules: TestRules, options: Options) -> Cohort {
     Cohort::builder(db.engine_pool().clone())
@@ -59,47 +25,6 @@ async fn build(db: &TestDb, rules: TestRules, options: Options) -> Cohort {
         .build_engine(db)
         .await
         .expect("valid model")
-}
-
-async fn note(db: &TestDb, tenant: Uuid, age_days: i64) -> Uuid {
-    let id = Uuid::new_v4();
-    sqlx::query("INSERT INTO session_notes (id, tenant_id, created_at, body) VALUES ($1, $2, $3, 'private')")
-        .bind(id)
-        .bind(tenant)
-        .bind(now() - Duration::days(age_days))
-        .execute(db.pool())
-        .await
-        .expect("insert note");
-    id
-}
-
-async fn contact(db: &TestDb, tenant: Uuid, age_days: i64) -> Uuid {
-    let id = Uuid::new_v4();
-    sqlx::query(
-        "INSERT INTO case_contacts (id, tenant_id, created_at, email, full_name, phone, external_ref) \
-         VALUES ($1, $2, $3, 'ann@example.org', 'Ann Example', '+44 1234', 'REF-12345')",
-    )
-    .bind(id)
-    .bind(tenant)
-    .bind(now() - Duration::days(age_days))
-    .execute(db.pool())
-    .await
-    .expect("insert contact");
-    id
-}
-
-async fn hold(db: &TestDb, entity: &str, record: Uuid, tenant: Uuid) {
-    sqlx::query(
-        "INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
-         VALUES ($1, $2, $3, $4, 'litigation', now() - interval '1 day')",
-    )
-    .bind(Uuid::new_v4())
-    .bind(uuid(entity))
-    .bind(record.to_string())
-    .bind(tenant)
-    .execute(db.pool())
-    .await
-    .expect("insert hold");
 }
 
 async fn exists(db: &TestDb, table: &str, id: Uuid) -> bool {
@@ -114,18 +39,18 @@ async fn exists(db: &TestDb, table: &str, id: Uuid) -> bool {
 // contract: S1, S3, S4, S5, S6, A1, X3, P1
 #[tokio::test]
 async fn the_readme_scenario_purges_anonymises_and_leaves_other_tenants_and_holds_alone() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = build(&db, readme_rules(), Options::default()).await;
-    let old_note = note(&db, tenant_a(), 40).await;
-    let young_note = note(&db, tenant_a(), 10).await;
-    let held_note = note(&db, tenant_a(), 40).await;
-    hold(&db, NOTE_ID, held_note, tenant_a()).await;
-    let other_tenant_note = note(&db, tenant_b(), 400).await;
-    let old_contact = contact(&db, tenant_a(), 400).await;
-    let young_contact = contact(&db, tenant_a(), 100).await;
-    let other_contact = contact(&db, tenant_b(), 400).await;
+    let old_note = note_days_old(&db, tenant_a(), 40).await;
+    let young_note = note_days_old(&db, tenant_a(), 10).await;
+    let held_note = note_days_old(&db, tenant_a(), 40).await;
+    hold_sql(&db, NOTE_ID, held_note, tenant_a()).await;
+    let other_tenant_note = note_days_old(&db, tenant_b(), 400).await;
+    let old_contact = contact_days_old(&db, tenant_a(), 400).await;
+    let young_contact = contact_days_old(&db, tenant_a(), 100).await;
+    let other_contact = contact_days_old(&db, tenant_b(), 400).await;
 
-    let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
     assert!(
         !exists(&db, "session_notes", old_note).await,
@@ -237,7 +162,7 @@ async fn the_readme_scenario_purges_anonymises_and_leaves_other_tenants_and_hold
             .fetch_one(db.pool())
             .await
             .expect("stamp");
-    let again = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let again = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     assert_eq!(again.affected(), 0);
     let restamped: DateTime<Utc> =
         sqlx::query_scalar("SELECT anonymised_at FROM case_contacts WHERE id = $1")
@@ -251,18 +176,21 @@ async fn the_readme_scenario_purges_anonymises_and_leaves_other_tenants_and_hold
 // contract: S7
 #[tokio::test]
 async fn preview_counts_what_a_sweep_would_do_and_changes_nothing() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = build(&db, readme_rules(), Options::default()).await;
     for _ in 0..3 {
-        note(&db, tenant_a(), 40).await;
+        note_days_old(&db, tenant_a(), 40).await;
     }
-    let held = note(&db, tenant_a(), 40).await;
-    hold(&db, NOTE_ID, held, tenant_a()).await;
-    note(&db, tenant_a(), 5).await;
-    note(&db, tenant_b(), 40).await;
-    contact(&db, tenant_a(), 400).await;
+    let held = note_days_old(&db, tenant_a(), 40).await;
+    hold_sql(&db, NOTE_ID, held, tenant_a()).await;
+    note_days_old(&db, tenant_a(), 5).await;
+    note_days_old(&db, tenant_b(), 40).await;
+    contact_days_old(&db, tenant_a(), 400).await;
 
-    let preview = cohort.preview(&scope_a(), now()).await.expect("preview");
+    let preview = cohort
+        .preview(&scope_a(), fixed_now())
+        .await
+        .expect("preview");
     let notes = preview
         .entries
         .iter()
@@ -295,7 +223,7 @@ async fn preview_counts_what_a_sweep_would_do_and_changes_nothing() {
         "no ledger"
     );
 
-    let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     let swept = result
         .summaries
         .iter()
@@ -307,13 +235,17 @@ async fn preview_counts_what_a_sweep_would_do_and_changes_nothing() {
 // contract: S8
 #[tokio::test]
 async fn a_dry_run_writes_the_ledger_and_changes_no_row() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = build(&db, readme_rules(), Options::default()).await;
-    note(&db, tenant_a(), 40).await;
-    note(&db, tenant_a(), 40).await;
-    contact(&db, tenant_a(), 400).await;
+    note_days_old(&db, tenant_a(), 40).await;
+    note_days_old(&db, tenant_a(), 40).await;
+    contact_days_old(&db, tenant_a(), 400).await;
     let result = cohort
-        .sweep_with(&scope_a(), now(), cohort::SweepOptions::default().dry_run())
+        .sweep_with(
+            &scope_a(),
+            fixed_now(),
+            cohort::SweepOptions::default().dry_run(),
+        )
         .await
         .expect("dry run");
     assert!(result.dry_run);
@@ -348,7 +280,7 @@ async fn a_dry_run_writes_the_ledger_and_changes_no_row() {
 // contract: X11, X12, X13
 #[tokio::test]
 async fn the_cutoff_is_strict_null_anchors_stay_and_a_zero_period_acts_at_once() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let rules = TestRules::new()
         .with(
             "tickets",
@@ -372,7 +304,7 @@ async fn the_cutoff_is_strict_null_anchors_stay_and_a_zero_period_acts_at_once()
         .build_engine(&db)
         .await
         .expect("model");
-    let cutoff = now() - Duration::days(30);
+    let cutoff = fixed_now() - Duration::days(30);
     sqlx::query(
         "INSERT INTO tickets (id, tenant_id, opened_at) VALUES \
          (1, $1, $2), (2, $1, $2 - interval '1 microsecond'), (3, $1, NULL), (4, $1, NULL)",
@@ -386,13 +318,13 @@ async fn the_cutoff_is_strict_null_anchors_stay_and_a_zero_period_acts_at_once()
     sqlx::query("INSERT INTO session_notes VALUES ($1, $2, $3, 'a'), ($4, $2, $3 - interval '1 second', 'b')")
         .bind(Uuid::new_v4())
         .bind(tenant_a())
-        .bind(now())
+        .bind(fixed_now())
         .bind(Uuid::new_v4())
         .execute(db.pool())
         .await
         .expect("notes");
 
-    let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM tickets ORDER BY id")
         .fetch_all(db.pool())
         .await
@@ -427,16 +359,16 @@ async fn the_cutoff_is_strict_null_anchors_stay_and_a_zero_period_acts_at_once()
 // contract: P6
 #[tokio::test]
 async fn a_sweep_applies_the_greater_of_period_and_legal_minimum() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let rules = readme_rules().with(
         "session-notes",
         Capabilities::only(Strategy::Purge),
         Rule::new(Period::days(30), Strategy::Purge).with_legal_minimum(Period::days(90)),
     );
     let cohort = build(&db, rules, Options::default()).await;
-    let within_minimum = note(&db, tenant_a(), 60).await;
-    let past_minimum = note(&db, tenant_a(), 100).await;
-    cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let within_minimum = note_days_old(&db, tenant_a(), 60).await;
+    let past_minimum = note_days_old(&db, tenant_a(), 100).await;
+    cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     assert!(exists(&db, "session_notes", within_minimum).await);
     assert!(!exists(&db, "session_notes", past_minimum).await);
     let period: String = sqlx::query_scalar(
@@ -451,15 +383,15 @@ async fn a_sweep_applies_the_greater_of_period_and_legal_minimum() {
 // contract: P7
 #[tokio::test]
 async fn an_exempt_rule_leaves_rows_and_shows_a_zero_summary() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let rules = readme_rules().with(
         "session-notes",
         Capabilities::only(Strategy::Purge).and(Strategy::Exempt),
         Rule::new(Period::days(30), Strategy::Exempt),
     );
     let cohort = build(&db, rules, Options::default()).await;
-    let old = note(&db, tenant_a(), 400).await;
-    let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let old = note_days_old(&db, tenant_a(), 400).await;
+    let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
     assert!(exists(&db, "session_notes", old).await);
     let row = sqlx::query(
@@ -476,7 +408,7 @@ async fn an_exempt_rule_leaves_rows_and_shows_a_zero_summary() {
 // contract: X5, A9, P8, P3
 #[tokio::test]
 async fn a_failing_entity_is_recorded_sanitized_and_the_others_go_on() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let rules = readme_rules().with(
         "tickets",
         Capabilities::only(Strategy::Purge),
@@ -497,15 +429,15 @@ async fn a_failing_entity_is_recorded_sanitized_and_the_others_go_on() {
         Answer::Rule(Rule::new(Period::days(365), Strategy::Purge)), // not declared
     ] {
         rules.set("case-contacts", answer);
-        let old_note = note(&db, tenant_a(), 40).await;
+        let old_note = note_days_old(&db, tenant_a(), 40).await;
         sqlx::query("INSERT INTO tickets (id, tenant_id, opened_at) VALUES ((SELECT count(*) FROM tickets) + 1, $1, $2)")
             .bind(tenant_a())
-            .bind(now() - Duration::days(400))
+            .bind(fixed_now() - Duration::days(400))
             .execute(db.pool())
             .await
             .expect("ticket");
-        contact(&db, tenant_a(), 400).await;
-        let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+        contact_days_old(&db, tenant_a(), 400).await;
+        let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
         assert_eq!(result.status, RunStatus::PartiallyFailed);
         assert_eq!(result.entity_failures.len(), 1);
         assert_eq!(result.entity_failures[0].entity_type, "CaseContact");
@@ -585,12 +517,12 @@ async fn a_failing_entity_is_recorded_sanitized_and_the_others_go_on() {
 // contract: A9
 #[tokio::test]
 async fn a_table_dropped_or_changed_after_start_up_fails_only_its_entity_with_its_sqlstate() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = build(&db, readme_rules(), Options::default()).await;
-    let old_note = note(&db, tenant_a(), 40).await;
-    contact(&db, tenant_a(), 400).await;
+    let old_note = note_days_old(&db, tenant_a(), 40).await;
+    contact_days_old(&db, tenant_a(), 400).await;
     db.exec("DROP TABLE case_contacts").await;
-    let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::PartiallyFailed);
     assert!(!exists(&db, "session_notes", old_note).await);
     let failure = &result.entity_failures[0].failure;
@@ -599,7 +531,7 @@ async fn a_table_dropped_or_changed_after_start_up_fails_only_its_entity_with_it
     db.exec("ALTER TABLE session_notes ALTER COLUMN created_at TYPE text USING created_at::text")
         .await;
     note_text(&db).await;
-    let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Failed, "every entity failed");
     assert!(
         result
@@ -618,28 +550,28 @@ async fn note_text(db: &TestDb) {
 // contract: X8
 #[tokio::test]
 async fn caller_times_with_any_offset_are_normalised_to_utc() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = build(&db, readme_rules(), Options::default()).await;
     let plus_five = chrono::FixedOffset::east_opt(5 * 3600).expect("offset");
-    let local = now().with_timezone(&plus_five);
+    let local = fixed_now().with_timezone(&plus_five);
     assert_eq!(local.to_rfc3339(), "2026-06-01T17:00:00+05:00");
-    let kept = note(&db, tenant_a(), 29).await;
-    let gone = note(&db, tenant_a(), 31).await;
+    let kept = note_days_old(&db, tenant_a(), 29).await;
+    let gone = note_days_old(&db, tenant_a(), 31).await;
     let result = cohort.sweep(&scope_a(), local).await.expect("sweep");
-    assert_eq!(result.now, now());
+    assert_eq!(result.now, fixed_now());
     assert!(exists(&db, "session_notes", kept).await);
     assert!(!exists(&db, "session_notes", gone).await);
     let stored: DateTime<Utc> = sqlx::query_scalar("SELECT logical_now FROM sweep_run")
         .fetch_one(db.pool())
         .await
         .expect("now");
-    assert_eq!(stored, now());
+    assert_eq!(stored, fixed_now());
 }
 
 // contract: A3
 #[tokio::test]
 async fn tenantless_runs_are_attributed_to_the_nil_uuid() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let rules = TestRules::new().with(
         "audit-log",
         Capabilities::only(Strategy::Purge),
@@ -681,14 +613,14 @@ async fn tenantless_runs_are_attributed_to_the_nil_uuid() {
 // contract: P4
 #[tokio::test]
 async fn the_provider_receives_category_tenant_and_logical_time() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let rules = readme_rules();
     let cohort = build(&db, rules.clone(), Options::default()).await;
-    cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     cohort
         .preview(
             &Scope::Tenant(TenantContext::new(tenant_b())),
-            now() - Duration::days(1),
+            fixed_now() - Duration::days(1),
         )
         .await
         .expect("preview");
@@ -696,17 +628,17 @@ async fn the_provider_receives_category_tenant_and_logical_time() {
     assert_eq!(
         seen,
         vec![
-            ("session-notes".to_string(), Some(tenant_a()), now()),
-            ("case-contacts".to_string(), Some(tenant_a()), now()),
+            ("session-notes".to_string(), Some(tenant_a()), fixed_now()),
+            ("case-contacts".to_string(), Some(tenant_a()), fixed_now()),
             (
                 "session-notes".to_string(),
                 Some(tenant_b()),
-                now() - Duration::days(1)
+                fixed_now() - Duration::days(1)
             ),
             (
                 "case-contacts".to_string(),
                 Some(tenant_b()),
-                now() - Duration::days(1)
+                fixed_now() - Duration::days(1)
             ),
         ]
     );
@@ -731,7 +663,7 @@ struct Code {
 // anchor would be skipped.
 #[tokio::test]
 async fn batches_stay_consistent_for_a_key_type_off_the_search_path() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     db.exec(
         r#"
         CREATE SCHEMA ext;
@@ -762,7 +694,7 @@ async fn batches_stay_consistent_for_a_key_type_off_the_search_path() {
         .build_engine(&db)
         .await
         .expect("model");
-    let result = cohort.sweep(&scope_a(), now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     assert_eq!(result.affected(), 6, "{result:#?}");
     assert_eq!(count(&db, "SELECT count(*) FROM codes").await, 0);
 }

@@ -5,27 +5,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use crate::support;
+use crate::support::fixtures::{db_with_tables, note_id, scope_a, tenant_a};
 use crate::support::models::*;
+use crate::support::observers::CancelAfterFirstBatch;
 use crate::support::{TestDb, TestRules, count, db_with_cohort};
 use chrono::{Duration, Utc};
 use cohort::ledger::{AuditEvent, AuditObserver};
 use cohort::policy::ProviderError;
-use cohort::{
-    Capabilities, Cohort, Options, Period, Rule, RunStatus, Scope, Strategy, SweepOptions,
-    TenantContext,
-};
+use cohort::{Capabilities, Cohort, Options, Period, Rule, RunStatus, Strategy, SweepOptions};
 use futures_util::future::BoxFuture;
 use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
-
-fn tenant() -> Uuid {
-    uuid("11111111-1111-1111-1111-111111111111")
-}
-
-fn scope() -> Scope {
-    Scope::Tenant(TenantContext::new(tenant()))
-}
 
 fn rules(strategy: Strategy) -> TestRules {
     TestRules::new()
@@ -44,12 +35,6 @@ fn rules(strategy: Strategy) -> TestRules {
             Capabilities::only(Strategy::Anonymise),
             Rule::new(Period::days(30), Strategy::Anonymise).with_per_row_audit(),
         )
-}
-
-async fn setup() -> TestDb {
-    let (db, _) = db_with_cohort("public").await;
-    db.exec(TABLES).await;
-    db
 }
 
 async fn cohort_with(db: &TestDb, rules: TestRules, batch_size: u32) -> Cohort {
@@ -75,15 +60,11 @@ async fn notes(db: &TestDb, n: i64) {
                 now() - interval '100 days' + g * interval '1 second', 'x' \
          FROM generate_series(1, $2) g",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .bind(n)
     .execute(db.pool())
     .await
     .expect("notes");
-}
-
-fn note_id(n: u32) -> Uuid {
-    Uuid::parse_str(&format!("00000000-0000-0000-0000-{n:012}")).expect("uuid")
 }
 
 /// Records every event it hears.
@@ -113,7 +94,7 @@ async fn hold_row_five_as_hold_creation_does(db: &TestDb) {
     )
     .bind(uuid(NOTE_ID))
     .bind(note_id(5).to_string())
-    .bind(tenant())
+    .bind(tenant_a())
     .execute(&mut *tx)
     .await
     .expect("hold");
@@ -123,7 +104,7 @@ async fn hold_row_five_as_hold_creation_does(db: &TestDb) {
 // contract: X1, X14
 #[tokio::test]
 async fn batches_are_bounded_and_commit_one_by_one() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     // A statement-level trigger records how many rows each DELETE removed.
     db.exec(
         r#"
@@ -148,7 +129,7 @@ async fn batches_are_bounded_and_commit_one_by_one() {
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 25);
     let sizes: Vec<i64> =
         sqlx::query_scalar("SELECT n FROM delete_sizes WHERE n > 0 ORDER BY n DESC")
@@ -172,7 +153,7 @@ async fn batches_are_bounded_and_commit_one_by_one() {
 // contract: X1, X5
 #[tokio::test]
 async fn a_failing_batch_loses_only_itself() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     notes(&db, 25).await;
     // The 15th row refuses to be deleted: the second batch fails and rolls back.
     db.exec(
@@ -184,7 +165,7 @@ async fn a_failing_batch_loses_only_itself() {
     )
     .await;
     let cohort = cohort_with(&db, rules(Strategy::Purge), 10).await;
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::PartiallyFailed);
     assert_eq!(
         count(&db, "SELECT count(*) FROM session_notes").await,
@@ -241,7 +222,7 @@ impl AuditObserver for StartedProbe {
 // contract: X2
 #[tokio::test]
 async fn the_started_row_commits_before_any_mutation_and_the_run_holds_its_lock() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     notes(&db, 5).await;
     let seen = Arc::new(Mutex::new(None));
     let cohort = Cohort::builder(db.pool().clone())
@@ -254,7 +235,7 @@ async fn the_started_row_commits_before_any_mutation_and_the_run_holds_its_lock(
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 5);
     assert_eq!(
         seen.lock().expect("seen").clone(),
@@ -266,7 +247,7 @@ async fn the_started_row_commits_before_any_mutation_and_the_run_holds_its_lock(
 // contract: X4
 #[tokio::test]
 async fn abandoned_runs_are_settled_failed_but_a_live_run_is_never_recovered() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     let cohort = Cohort::builder(db.pool().clone())
         .options(Options {
             settle_timeout: StdDuration::from_secs(60),
@@ -290,7 +271,7 @@ async fn abandoned_runs_are_settled_failed_but_a_live_run_is_never_recovered() {
              VALUES ($1, 'Sweep', 'Manual', false, $2, now(), 'Started', now() - $3::interval)",
         )
         .bind(id)
-        .bind(tenant())
+        .bind(tenant_a())
         .bind(age)
         .execute(db.pool())
         .await
@@ -356,22 +337,10 @@ async fn abandoned_runs_are_settled_failed_but_a_live_run_is_never_recovered() {
     assert_eq!(cohort.settle_abandoned_runs().await.expect("settle"), 2);
 }
 
-/// Cancels the run when the first batch's progress arrives.
-struct CancelAfterFirstBatch(CancellationToken);
-
-impl AuditObserver for CancelAfterFirstBatch {
-    fn on_event<'a>(&'a self, event: &'a AuditEvent) -> BoxFuture<'a, Result<(), ProviderError>> {
-        if matches!(event, AuditEvent::EntityProgress { .. }) {
-            self.0.cancel();
-        }
-        Box::pin(async { Ok(()) })
-    }
-}
-
 // contract: X10
 #[tokio::test]
 async fn cancellation_ends_the_run_cancelled_and_keeps_committed_batches() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     notes(&db, 30).await;
     let token = CancellationToken::new();
     let cohort = Cohort::builder(db.pool().clone())
@@ -388,7 +357,7 @@ async fn cancellation_ends_the_run_cancelled_and_keeps_committed_batches() {
         .expect("model");
     let result = cohort
         .sweep_with(
-            &scope(),
+            &scope_a(),
             Utc::now(),
             SweepOptions::default().cancel_on(token),
         )
@@ -424,7 +393,7 @@ async fn cancellation_ends_the_run_cancelled_and_keeps_committed_batches() {
 // contract: X17
 #[tokio::test]
 async fn a_row_locked_by_another_transaction_is_skipped_not_waited_for() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     notes(&db, 5).await;
     let cohort = cohort_with(&db, rules(Strategy::Purge), 2).await;
     let mut other = db.connect().await;
@@ -436,7 +405,7 @@ async fn a_row_locked_by_another_transaction_is_skipped_not_waited_for() {
         .expect("lock");
     let result = tokio::time::timeout(
         StdDuration::from_secs(20),
-        cohort.sweep(&scope(), Utc::now()),
+        cohort.sweep(&scope_a(), Utc::now()),
     )
     .await
     .expect("the sweep does not wait for the locked row")
@@ -462,7 +431,7 @@ async fn a_row_locked_by_another_transaction_is_skipped_not_waited_for() {
 // this hand-made creation fires) waits for it exclusively.
 #[tokio::test]
 async fn control_a_single_statement_delete_passes_a_hold_committed_mid_statement() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     notes(&db, 10).await;
     support::install_gate(
         &db,
@@ -504,7 +473,7 @@ async fn ten_thousand(db: &TestDb) {
         "INSERT INTO tickets (id, tenant_id, opened_at) \
          SELECT g, $1, now() - interval '100 days' + g * interval '1 second' FROM generate_series(1, 10000) g",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .execute(db.pool())
     .await
     .expect("tickets");
@@ -513,7 +482,7 @@ async fn ten_thousand(db: &TestDb) {
          SELECT gen_random_uuid(), $1, now() - interval '100 days' + g * interval '1 second', 'e', 'n', 'p', 'r' \
          FROM generate_series(1, 10000) g",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .execute(db.pool())
     .await
     .expect("contacts");
@@ -538,7 +507,7 @@ async fn race(db: &TestDb, strategy: Strategy) -> (cohort::RunResult, cohort::Ru
         .build()
         .await
         .expect("model");
-    let s = scope();
+    let s = scope_a();
     let (ra, rb) = tokio::join!(
         a.sweep(&s, Utc::now()),
         b.sweep(&s, Utc::now() + Duration::milliseconds(1))
@@ -558,7 +527,7 @@ fn affected(r: &cohort::RunResult, entity: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sweeps_racing_change_and_report_each_row_once_for_every_strategy() {
     for strategy in [Strategy::Purge, Strategy::SoftDelete] {
-        let db = setup().await;
+        let db = db_with_tables().await;
         ten_thousand(&db).await;
         let (a, b) = race(&db, strategy).await;
         assert_eq!(
@@ -615,7 +584,7 @@ async fn two_sweeps_racing_change_and_report_each_row_once_for_every_strategy() 
 // contract: D5, D9
 #[tokio::test]
 async fn readiness_is_checked_before_the_started_row_and_only_success_is_cached() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     notes(&db, 3).await;
     let cohort = cohort_with(&db, rules(Strategy::Purge), 100).await;
     // The schema breaks after start-up: every entry point refuses before writing.
@@ -623,7 +592,7 @@ async fn readiness_is_checked_before_the_started_row_and_only_success_is_cached(
         .await;
     for attempt in 0..2 {
         let err = cohort
-            .sweep(&scope(), Utc::now())
+            .sweep(&scope_a(), Utc::now())
             .await
             .expect_err("not ready");
         assert!(
@@ -631,7 +600,7 @@ async fn readiness_is_checked_before_the_started_row_and_only_success_is_cached(
             "attempt {attempt}: {err}"
         );
         let err = cohort
-            .preview(&scope(), Utc::now())
+            .preview(&scope_a(), Utc::now())
             .await
             .expect_err("not ready");
         assert!(matches!(err, cohort::Error::SchemaNotReady(_)));
@@ -651,7 +620,7 @@ async fn readiness_is_checked_before_the_started_row_and_only_success_is_cached(
     )
     .await;
     let result = cohort
-        .sweep(&scope(), Utc::now())
+        .sweep(&scope_a(), Utc::now())
         .await
         .expect("ready again");
     assert_eq!(result.affected(), 3);
@@ -659,13 +628,13 @@ async fn readiness_is_checked_before_the_started_row_and_only_success_is_cached(
     // missing table instead, after readiness).
     db.exec("ALTER TABLE sweep_run_row_detail DROP CONSTRAINT sweep_run_row_detail_action_check")
         .await;
-    assert!(cohort.preview(&scope(), Utc::now()).await.is_ok());
+    assert!(cohort.preview(&scope_a(), Utc::now()).await.is_ok());
 }
 
 // contract: X9
 #[tokio::test]
 async fn a_sweep_never_joins_the_callers_transaction() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     notes(&db, 2).await;
     let cohort = cohort_with(&db, rules(Strategy::Purge), 100).await;
     let mut caller = db.pool().begin().await.expect("begin");
@@ -673,11 +642,11 @@ async fn a_sweep_never_joins_the_callers_transaction() {
     sqlx::query(
         "INSERT INTO session_notes VALUES ('00000000-0000-0000-0000-000000000099', $1, now() - interval '99 days', 'x')",
     )
-    .bind(tenant())
+    .bind(tenant_a())
     .execute(&mut *caller)
     .await
     .expect("insert");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.affected(), 2);
     caller.rollback().await.expect("rollback");
     assert_eq!(
@@ -750,7 +719,7 @@ async fn referencing_types_are_processed_before_the_types_they_reference() {
         .build()
         .await
         .expect("model");
-    let result = cohort.sweep(&scope(), Utc::now()).await.expect("sweep");
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
     let order: Vec<&str> = result.summaries.iter().map(|s| s.entity_type).collect();
     assert_eq!(order, vec!["OrderLine", "Order"]);
@@ -764,7 +733,7 @@ async fn referencing_types_are_processed_before_the_types_they_reference() {
 // contract: X4
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_future_is_dropped_mid_batch_is_settled_once_its_connection_is_gone() {
-    let db = setup().await;
+    let db = db_with_tables().await;
     notes(&db, 10).await;
     support::install_gate(
         &db,
@@ -789,7 +758,7 @@ async fn a_run_whose_future_is_dropped_mid_batch_is_settled_once_its_connection_
         .expect("gate");
     let sweep = tokio::spawn({
         let cohort = cohort.clone();
-        async move { cohort.sweep(&scope(), Utc::now()).await }
+        async move { cohort.sweep(&scope_a(), Utc::now()).await }
     });
     support::wait_for_gate(&mut gate).await;
     // The host gives up on the sweep: its future is dropped mid-batch. (A
