@@ -319,6 +319,20 @@ async fn failing_panicking_and_hanging_observers_change_nothing_and_a_hanging_on
     assert!(logged.contains("audit observer failed"), "{logged}");
     assert!(logged.contains("audit observer panicked"), "{logged}");
     assert!(logged.contains("audit observer timed out"), "{logged}");
+    // Other tests in this process log the same messages (the log is one
+    // buffer): this test's lines are those of its observers' indexes, 0
+    // failing (with its error), 1 panicking and 2 hanging.
+    let ours = |message: &str, detail: &str| {
+        logged
+            .lines()
+            .any(|l| l.contains(message) && l.contains(detail))
+    };
+    assert!(
+        ours("audit observer failed", "observer=0 error=observer down"),
+        "{logged}"
+    );
+    assert!(ours("audit observer panicked", "observer=1"), "{logged}");
+    assert!(ours("audit observer timed out", "observer=2"), "{logged}");
 }
 
 // contract: A8
