@@ -1,7 +1,7 @@
 //! The batch protocol under the entity fence: range statements, rows other
 //! transactions hold locked, deadlocks with host transactions, the bounded
 //! fence wait, and partitioned tables, whose partitions reuse each other's
-//! ctids. The hold races themselves are in `hold_races.rs`.
+//! ctids. The hold races themselves are in `holds::races`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;

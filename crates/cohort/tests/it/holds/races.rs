@@ -12,7 +12,7 @@
 //!   and waits for the fence; the gate opens; the mutation commits first, and
 //!   the hold creator then finds the row gone (or already changed).
 //!
-//! The control in `execution.rs` shows the same statement without the fence
+//! The control in `sweep::execution` shows the same statement without the fence
 //! deleting a row whose hold committed.
 
 use crate::support;

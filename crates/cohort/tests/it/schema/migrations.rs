@@ -443,7 +443,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     let report = readiness(&db, &legacy).await;
     assert_eq!(report.installed_version, None);
     // What migration 4 (the evidence chain) adds is judged and reported too;
-    // tests/evidence_chain.rs checks those problems.
+    // evidence::chain checks those problems.
     let evidence = |p: &ReadinessProblem| match p {
         ReadinessProblem::MissingColumn { column, .. } => {
             column.starts_with("chain_")

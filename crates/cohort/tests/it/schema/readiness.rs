@@ -1,5 +1,5 @@
 //! Cohort's five tables: DDL, readiness (shape, invalid indexes, the entity
-//! fence trigger), schema qualification. Migrations: `tests/migrations.rs`.
+//! fence trigger), schema qualification. Migrations: `schema::migrations`.
 
 use crate::support::{LogCapture, TestDb, db_with_cohort};
 use cohort::schema::{

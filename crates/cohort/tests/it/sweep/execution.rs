@@ -424,7 +424,7 @@ async fn a_row_locked_by_another_transaction_is_skipped_not_waited_for() {
     assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 1);
 }
 
-// The control for the fence (tests/hold_races.rs): through the same gate, a
+// The control for the fence (holds::races): through the same gate, a
 // single statement that checks holds, run without the entity fence, passes a
 // hold that commits while it runs. The fence is what prevents this: a batch
 // holds it shared, and hold creation (and the holds table's trigger, which
