@@ -426,8 +426,14 @@ impl CohortBuilder {
                 anonymisers: &self.anonymisers,
                 row_handlers: !self.handlers.is_empty(),
             };
-            let model = validate::validate(tx.conn(), &registration).await;
-            Ok::<_, Error>((readiness, model))
+            // A database error here aborted the transaction: fail it, so the
+            // error itself is reported (not the commit's "transaction is
+            // aborted"); validation problems leave it usable.
+            match validate::validate(tx.conn(), &registration).await {
+                Err(Error::Validation(found)) => Ok((readiness, Err(Error::Validation(found)))),
+                Err(e) => Err(e),
+                Ok(model) => Ok((readiness, Ok(model))),
+            }
         }
         .await;
         let (readiness, model) = tx.finish(checked).await?;

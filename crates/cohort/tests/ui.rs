@@ -2,8 +2,8 @@
 //! that must not compile, by `#[derive(Retained)]` or by Cohort's public
 //! surface, with the message and span recorded in its `.stderr` file.
 //!
-//! A test binary of its own, so that `cargo test --test derive` (and any other
-//! test target) does not pay for trybuild's build. That build is the costly
+//! A test binary of its own, so that `cargo test --test it` (every other
+//! integration test) does not pay for trybuild's build. That build is the costly
 //! part on a cold checkout: trybuild compiles the cases in a separate project
 //! and target directory (`target/tests/trybuild`, with `--cfg trybuild` and
 //! `--target <host>`, so nothing is shared with the ordinary build), which

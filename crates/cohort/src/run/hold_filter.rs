@@ -29,8 +29,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::schema::SchemaName;
-use crate::sql::AssertSqlSafe;
 use crate::sql::predicates::hold_not_yet_over;
+use crate::sql::{AssertSqlSafe, Pinned};
 
 /// The fewest and the most bits a filter has.
 const MIN_BITS: u64 = 1 << 10;
@@ -59,6 +59,19 @@ impl HoldFilter {
     /// holds), and the type's holds version, in one snapshot. Memory is the
     /// filter's bits: the record ids' hashes are streamed.
     pub(crate) async fn read(
+        conn: &mut PgConnection,
+        schema: &SchemaName,
+        entity: Uuid,
+        tenant: Option<Uuid>,
+    ) -> Result<HoldFilter, sqlx::Error> {
+        // In a transaction of its own with `pg_catalog` first on the path,
+        // as every statement of Cohort's that writes its operators bare.
+        let mut tx = Pinned::begin(conn).await?;
+        let read = Self::read_in(tx.conn(), schema, entity, tenant).await;
+        tx.finish(read).await
+    }
+
+    async fn read_in(
         conn: &mut PgConnection,
         schema: &SchemaName,
         entity: Uuid,

@@ -7,7 +7,7 @@
 //! it, so the two cannot drift apart.
 //!
 //! Evolving the shape: never edit an element a published migration created
-//! (its DDL text is frozen, see the checksum test in `tests/migrations.rs`).
+//! (its DDL text is frozen, see the checksum test in `tests/it/schema/migrations.rs`).
 //! Add a migration to [`super::migrations::MIGRATIONS`] and tag the new
 //! elements with its version. Tables and triggers carry their version; a
 //! table's columns, keys, checks, foreign keys and indexes belong to the

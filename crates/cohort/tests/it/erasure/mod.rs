@@ -1,0 +1,6 @@
+//! The right to erasure (contract E).
+
+mod engine;
+mod legal_minimum;
+mod rechecks;
+mod subject_types;

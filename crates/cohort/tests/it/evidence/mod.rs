@@ -1,0 +1,6 @@
+//! Evidence an auditor can trust (contract EV).
+
+mod certificates;
+mod chain;
+mod export;
+mod report;

@@ -1,0 +1,4 @@
+//! Row handlers (contract RH).
+
+mod delivery;
+mod guide;

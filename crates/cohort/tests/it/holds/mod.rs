@@ -1,0 +1,6 @@
+//! Legal holds (contract H) and host deletions that respect them (DL).
+
+mod canonical;
+mod races;
+mod repository;
+mod requests;

@@ -1,0 +1,5 @@
+//! The audit ledger, observers and stored errors (contract A).
+
+mod abandoned_runs;
+mod audit;
+mod stored_errors;

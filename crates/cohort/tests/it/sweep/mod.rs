@@ -1,0 +1,9 @@
+//! How runs execute (contract X), strategies (S) and rules (P).
+
+mod batches;
+mod engine;
+mod execution;
+mod hold_check;
+mod panicking_callbacks;
+mod postgres_limits;
+mod rules;
