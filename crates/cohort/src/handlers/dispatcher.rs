@@ -336,6 +336,7 @@ impl Dispatcher {
             ));
         };
         let cancellation = CancellationToken::new();
+        let deadline = claimed_at + options.claim_timeout.mul_f64(0.9);
         let ctx = HandlerContext {
             entity_id: claimed.entity_id,
             record_id: claimed.record_id.clone(),
@@ -344,8 +345,9 @@ impl Dispatcher {
             strategy: strategy(claimed.action.as_deref()),
             attempt: claimed.attempt,
             cancellation: cancellation.clone(),
+            claimed_at,
+            cancel_at: deadline,
         };
-        let deadline = claimed_at + options.claim_timeout.mul_f64(0.9);
         // After the cancellation fires, the handler has until 0.95 of the
         // claim to stop on its own; then its future is dropped. Either way
         // the outcome is settled while the claim is still ours.

@@ -117,9 +117,18 @@ pub struct HandlerContext {
     /// This delivery's attempt, from 1. Above 1, an earlier attempt may have
     /// done the work already.
     pub attempt: u32,
-    /// Fires at nine tenths of the claim timeout: stop then (the future is
-    /// dropped at 0.95 of it). The attempt counts as failed.
+    /// Fires at nine tenths of the claim timeout ([`HandlerContext::cancel_at`]):
+    /// stop then (the future is dropped at 0.95 of it). The attempt counts
+    /// as failed.
     pub cancellation: CancellationToken,
+    /// When the dispatcher took the claim (its clock, read before the claim
+    /// statement, so never later than the database's claim).
+    pub claimed_at: std::time::Instant,
+    /// When [`HandlerContext::cancellation`] fires: `claimed_at` plus nine
+    /// tenths of [`crate::Options::claim_timeout`]. A handler with long work
+    /// can plan by it (`cancel_at.saturating_duration_since(Instant::now())`
+    /// is the time it has left).
+    pub cancel_at: std::time::Instant,
 }
 
 /// When a handler's deliveries may start.

@@ -67,6 +67,47 @@ enum Behaviour {
     BlockThreadFirstUntil(Gate),
     /// Waits for its cancellation, then fails.
     AwaitCancel,
+    /// On the first attempt it is given, says so on `started` (with the
+    /// context's claim times), then waits (asynchronously) until the test
+    /// sends on `go`.
+    AwaitGate(AsyncGate),
+    /// Waits for its cancellation, records when it came and the context's
+    /// claim times, then fails.
+    RecordCancel(Arc<Mutex<Option<CancelSeen>>>),
+}
+
+/// When a handler saw its cancellation, with the context's claim times.
+#[derive(Debug, Clone, Copy)]
+struct CancelSeen {
+    claimed_at: Instant,
+    cancel_at: Instant,
+    seen_at: Instant,
+}
+
+/// An asynchronous gate: the handler reports that it started, then waits.
+#[derive(Clone)]
+struct AsyncGate {
+    started: Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
+    go: Arc<tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>>,
+}
+
+impl AsyncGate {
+    fn new() -> (
+        AsyncGate,
+        tokio::sync::oneshot::Receiver<()>,
+        tokio::sync::oneshot::Sender<()>,
+    ) {
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel();
+        (
+            AsyncGate {
+                started: Arc::new(Mutex::new(Some(started_tx))),
+                go: Arc::new(tokio::sync::Mutex::new(Some(go_rx))),
+            },
+            started_rx,
+            go_tx,
+        )
+    }
 }
 
 /// A gate a handler's thread waits at until the test opens it.
@@ -128,6 +169,25 @@ impl RowHandler for Recorder {
                 }
                 Behaviour::AwaitCancel => {
                     ctx.cancellation.cancelled().await;
+                    Err("cancelled".into())
+                }
+                Behaviour::AwaitGate(gate) => {
+                    let started = gate.started.lock().expect("gate").take();
+                    if let Some(started) = started {
+                        let _ = started.send(());
+                        if let Some(go) = gate.go.lock().await.take() {
+                            let _ = go.await;
+                        }
+                    }
+                    Ok(())
+                }
+                Behaviour::RecordCancel(seen) => {
+                    ctx.cancellation.cancelled().await;
+                    *seen.lock().expect("seen") = Some(CancelSeen {
+                        claimed_at: ctx.claimed_at,
+                        cancel_at: ctx.cancel_at,
+                        seen_at: Instant::now(),
+                    });
                     Err("cancelled".into())
                 }
                 _ => Ok(()),
@@ -573,6 +633,166 @@ async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
         states(&db).await,
         vec![("Succeeded".to_owned(), 2)],
         "the stale outcome changed nothing"
+    );
+}
+
+// contract: RH4
+// The stale attempt settles while the re-delivery is still in flight: only
+// its claim token tells the two apart (the row is `InFlight` either way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reclaimed_attempt_cannot_settle_a_redelivery_still_in_flight() {
+    let db = setup(1).await;
+    let log = Log::default();
+    let (open, gate) = Gate::new();
+    let (relay_gate, relay_started, relay_go) = AsyncGate::new();
+    let cohort = build(
+        &db,
+        options(),
+        vec![(Recorder::new("audit", &log, Behaviour::Succeed), with_id())],
+    )
+    .await;
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
+    // The first dispatcher's handler blocks its thread until `open` (its own
+    // runtime and pool, as in the test above).
+    let stalled = {
+        let url = db.url();
+        let log = log.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let pool = sqlx::PgPool::connect(&url).await.expect("pool");
+                let stalled = build_on(
+                    pool,
+                    options(),
+                    vec![(
+                        Recorder::new("audit", &log, Behaviour::BlockThreadFirstUntil(gate)),
+                        with_id(),
+                    )],
+                )
+                .await;
+                stalled.dispatcher().run_once().await
+            })
+        })
+    };
+    let deadline = Instant::now() + StdDuration::from_secs(120);
+    while states(&db).await != vec![("InFlight".to_owned(), 1)] {
+        assert!(
+            Instant::now() < deadline,
+            "the first dispatcher never claimed the row"
+        );
+        tokio::time::sleep(StdDuration::from_millis(10)).await;
+    }
+    let first_token: Uuid = sqlx::query_scalar("SELECT claim_token FROM sweep_row_handler_status")
+        .fetch_one(db.pool())
+        .await
+        .expect("first claim");
+    until_claims_expire(&db).await;
+    // A second dispatcher reclaims, claims again and delivers; its handler
+    // says it started and waits at its gate: the row is in flight again,
+    // under a new token.
+    let relay = build(
+        &db,
+        options(),
+        vec![(
+            Recorder::new("audit", &log, Behaviour::AwaitGate(relay_gate)),
+            with_id(),
+        )],
+    )
+    .await;
+    let redelivery = {
+        let relay = relay.clone();
+        tokio::spawn(async move { relay.dispatcher().run_once().await })
+    };
+    tokio::time::timeout(StdDuration::from_secs(120), relay_started)
+        .await
+        .expect("the re-delivery started within 120 s")
+        .expect("started");
+    let (state, second_token, attempts): (String, Option<Uuid>, i32) =
+        sqlx::query_as("SELECT state, claim_token, attempts FROM sweep_row_handler_status")
+            .fetch_one(db.pool())
+            .await
+            .expect("second claim");
+    assert_eq!((state.as_str(), attempts), ("InFlight", 2));
+    let second_token = second_token.expect("a claim token");
+    assert_ne!(second_token, first_token);
+
+    // Now the stale first attempt finishes and tries to settle with its
+    // old token: it must change nothing.
+    open.send(())
+        .expect("the stalled handler waits at the gate");
+    let first = stalled.join().expect("thread").expect("dispatch");
+    assert_eq!(
+        (
+            first.unsettled,
+            first.succeeded,
+            first.retried,
+            first.dead_lettered
+        ),
+        (1, 0, 0, 0),
+        "the stale outcome is discarded: {first:?}"
+    );
+    let (state, token, attempts): (String, Option<Uuid>, i32) =
+        sqlx::query_as("SELECT state, claim_token, attempts FROM sweep_row_handler_status")
+            .fetch_one(db.pool())
+            .await
+            .expect("still in flight");
+    assert_eq!(
+        (state.as_str(), token, attempts),
+        ("InFlight", Some(second_token), 2),
+        "the re-delivery's claim is untouched"
+    );
+
+    // The re-delivery then settles with its own token.
+    relay_go.send(()).expect("the re-delivery waits");
+    let second = redelivery.await.expect("task").expect("dispatch");
+    assert_eq!(
+        (second.reclaimed, second.succeeded, second.unsettled),
+        (1, 1, 0)
+    );
+    assert_eq!(states(&db).await, vec![("Succeeded".to_owned(), 2)]);
+}
+
+// contract: RH4
+// The boundary itself, from the dispatcher's own clock values rather than
+// a wall-clock window: the context says when the cancellation fires, it is
+// nine tenths of the claim after the claim was taken, and the handler sees
+// the cancellation no sooner.
+#[tokio::test]
+async fn the_cancellation_fires_at_exactly_nine_tenths_of_the_claim() {
+    let db = setup(1).await;
+    let log = Log::default();
+    let seen = Arc::new(Mutex::new(None));
+    let claim = StdDuration::from_millis(1500);
+    let cohort = build(
+        &db,
+        Options {
+            claim_timeout: claim,
+            ..options()
+        },
+        vec![(
+            Recorder::new("audit", &log, Behaviour::RecordCancel(seen.clone())),
+            with_id(),
+        )],
+    )
+    .await;
+    cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
+    let report = cohort.dispatcher().run_once().await.expect("dispatch");
+    assert_eq!(report.retried, 1);
+    let seen = seen
+        .lock()
+        .expect("seen")
+        .expect("the handler saw its cancellation");
+    assert_eq!(
+        seen.cancel_at - seen.claimed_at,
+        claim.mul_f64(0.9),
+        "the cancellation is set for nine tenths of the claim"
+    );
+    assert!(
+        seen.seen_at >= seen.cancel_at,
+        "and fires no sooner: {seen:?}"
     );
 }
 
