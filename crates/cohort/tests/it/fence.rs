@@ -207,6 +207,90 @@ async fn a_deadlock_with_a_host_that_locks_a_row_then_creates_a_hold_costs_a_ret
     assert_eq!(left, vec![note_id(5)], "no row lost, the held row kept");
 }
 
+// contract: X17, E7, H11
+// The same deadlock on the locked path: an erasure waits for a row a host
+// transaction holds locked (erasures wait, they never skip), and the host
+// then creates a hold on that row, which waits for the erasure's fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_on_the_locked_path_costs_a_retry_of_the_batch_not_the_entity() {
+    let db = db_with_tables().await;
+    let subject = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO user_records (id, tenant_id, created_at, user_id) \
+         SELECT g, $1, now() - interval '3 years', $2 FROM generate_series(1, 10) g",
+    )
+    .bind(tenant_a())
+    .bind(subject)
+    .execute(db.pool())
+    .await
+    .expect("records");
+    let cohort = Cohort::builder(db.pool().clone())
+        .rules(TestRules::new().with(
+            "user-data",
+            Capabilities::only(Strategy::Purge),
+            Rule::new(Period::days(30), Strategy::Purge),
+        ))
+        .entity::<UserRecord>()
+        .build()
+        .await
+        .expect("model");
+    // The host locks record 5; its own deadlock check is slower than the
+    // erasure's, so the erasure's batch is the one PostgreSQL cancels.
+    let mut tx = db.pool().begin().await.expect("begin");
+    sqlx::query("SET LOCAL deadlock_timeout = '30s'")
+        .execute(&mut *tx)
+        .await
+        .expect("set");
+    sqlx::query("SELECT 1 FROM user_records WHERE id = 5 FOR UPDATE")
+        .execute(&mut *tx)
+        .await
+        .expect("lock");
+    let erasure = tokio::spawn({
+        let cohort = cohort.clone();
+        async move {
+            cohort
+                .erase(&scope_a(), Utc::now(), ErasureRequest::new(subject))
+                .await
+        }
+    });
+    // The erasure's batch holds the fence shared and waits for record 5.
+    wait_for_row_lock_waiter(&db).await;
+    let holding = tokio::spawn({
+        let cohort = cohort.clone();
+        async move {
+            let hold = cohort
+                .holds()
+                .create(
+                    &mut tx,
+                    HoldRequest::new(
+                        uuid("6b619c19-6e3c-44e8-a87f-975c68fd3988"),
+                        "5",
+                        Some(tenant_a()),
+                        "case",
+                        Utc::now(),
+                    ),
+                )
+                .await;
+            tx.commit().await.expect("commit");
+            hold
+        }
+    });
+    holding
+        .await
+        .expect("join")
+        .expect("the host's hold is created once the erasure's batch backs off");
+    let result = erasure.await.expect("join").expect("the run does not fail");
+    assert_eq!(result.status, RunStatus::Succeeded, "{result:?}");
+    assert!(result.entity_failures.is_empty(), "{result:?}");
+    assert_eq!(result.affected(), 9);
+    assert_eq!(result.summaries[0].held, 1);
+    let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM user_records")
+        .fetch_all(db.pool())
+        .await
+        .expect("left");
+    assert_eq!(left, vec![5], "no row lost, the held row kept");
+}
+
 // contract: X17
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_locked_longer_than_the_lock_wait_are_left_and_counted_and_the_rest_go() {
