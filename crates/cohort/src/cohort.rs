@@ -382,7 +382,10 @@ impl CohortBuilder {
         let roles = if self.handlers.is_empty() {
             roles.clone()
         } else {
-            roles.clone().with_row_handlers()
+            let mut types: Vec<Uuid> = self.handlers.iter().filter_map(|(_, id, _)| *id).collect();
+            types.sort_unstable();
+            types.dedup();
+            roles.clone().with_row_handlers_for(types)
         };
         crate::schema::role_grants(&self.descriptors, &self.options, provider.as_ref(), &roles)
     }
@@ -409,6 +412,9 @@ impl CohortBuilder {
             ));
             return Err(Error::Validation(report));
         };
+        let mut captured: Vec<Uuid> = self.handlers.iter().filter_map(|(_, id, _)| *id).collect();
+        captured.sort_unstable();
+        captured.dedup();
         let mut conn = self.pool.acquire().await?;
         let mut tx = Pinned::begin(&mut conn).await?;
         let checked = async {
@@ -425,6 +431,7 @@ impl CohortBuilder {
                 provider: provider.as_ref(),
                 anonymisers: &self.anonymisers,
                 row_handlers: !self.handlers.is_empty(),
+                captured: Some(&captured),
             };
             // A database error here aborted the transaction: fail it, so the
             // error itself is reported (not the commit's "transaction is

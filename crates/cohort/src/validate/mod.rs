@@ -70,6 +70,10 @@ pub(crate) struct Registration<'a> {
     pub(crate) anonymisers: &'a columns::Anonymisers,
     /// Whether any row handler is registered (it needs the queue).
     pub(crate) row_handlers: bool,
+    /// The retained types whose rows handlers capture (whole rows, so
+    /// `SELECT` on every column); `None`: every type, when only
+    /// `row_handlers` is known.
+    pub(crate) captured: Option<&'a [uuid::Uuid]>,
 }
 
 /// One retained type on its way through validation.
@@ -292,7 +296,7 @@ pub(crate) async fn validate(
     privileges::check(
         conn,
         reg.options,
-        reg.row_handlers,
+        (reg.row_handlers, reg.captured),
         &candidates,
         &mut problems,
     )

@@ -178,7 +178,20 @@ const ROW_LOCKS: &str = "PostgreSQL allows row locks (SELECT ... FOR UPDATE / FO
 /// the strategies its category may resolve to (P3): which columns it reads,
 /// which it writes, whether it deletes. `None` when the table has no name an
 /// identifier can carry (reported elsewhere).
-fn type_needs(target: &Target, roles: &Roles, caps: &Capabilities) -> Vec<Need> {
+/// Whether row handlers capture `target`'s rows: `handlers` is whether any
+/// is registered and, when known, which types they are for.
+fn captures(target: &Target, handlers: (bool, Option<&[uuid::Uuid]>)) -> bool {
+    match handlers {
+        (false, _) => false,
+        (true, None) => true,
+        (true, Some(types)) => target
+            .descriptor
+            .entity_id()
+            .is_some_and(|id| types.contains(&id)),
+    }
+}
+
+fn type_needs(target: &Target, roles: &Roles, caps: &Capabilities, captured: bool) -> Vec<Need> {
     let Some(table) = &target.table else {
         return Vec::new();
     };
@@ -186,6 +199,13 @@ fn type_needs(target: &Target, roles: &Roles, caps: &Capabilities) -> Vec<Need> 
         table.schema.clone(),
         "the retained table is in this schema",
     )];
+    if captured {
+        needs.push(Need::table(
+            table,
+            Privilege::Select,
+            "row handlers capture the whole row (to_jsonb) before it changes",
+        ));
+    }
     let mut select = |field: Option<&crate::model::FieldDescriptor>, why: &str| {
         if let Some(c) = field.and_then(|f| ident(f.column)) {
             needs.push(Need::column(table, c, Privilege::Select, why));
@@ -313,8 +333,17 @@ const COHORT_TABLES: [CohortTable; 5] = [
     CohortTable {
         name: "sweep_run",
         // Settling finds the run by id and status; recovery also reads
-        // started-at.
-        select: Columns::Only(&["run_id", "status", "started_at"]),
+        // started-at; the worker's claim check finds the latest scheduled
+        // sweep of its kind at or after the occurrence.
+        select: Columns::Only(&[
+            "run_id",
+            "run_kind",
+            "trigger",
+            "dry_run",
+            "logical_now",
+            "status",
+            "started_at",
+        ]),
         insert: Columns::Only(&[
             "run_id",
             "run_kind",
@@ -564,10 +593,11 @@ fn cohort_needs(schema: &SchemaName, row_handlers: bool) -> Vec<Need> {
 pub(super) async fn check(
     conn: &mut PgConnection,
     options: &Options,
-    row_handlers: bool,
+    handlers: (bool, Option<&[uuid::Uuid]>),
     candidates: &[Candidate<'_>],
     problems: &mut Problems,
 ) -> Result<(), Error> {
+    let row_handlers = handlers.0;
     let role = catalog::runtime_role(conn).await?;
     if role.superuser {
         return Ok(());
@@ -584,7 +614,7 @@ pub(super) async fn check(
         let Some(caps) = &c.capabilities else {
             continue;
         };
-        for need in type_needs(&c.target, &c.roles, caps) {
+        for need in type_needs(&c.target, &c.roles, caps, captures(&c.target, handlers)) {
             // USAGE on a schema is one privilege: reported once.
             if let Object::Schema(s) = &need.object {
                 if schemas_seen.contains(s) {
@@ -876,6 +906,8 @@ pub struct RoleNames {
     auditor: Option<Ident>,
     create: bool,
     row_handlers: bool,
+    /// The types row handlers capture, when known (the builder's grants).
+    captured: Option<Vec<uuid::Uuid>>,
 }
 
 fn role_ident(name: &str) -> Result<Ident, Error> {
@@ -894,6 +926,7 @@ impl RoleNames {
             auditor: None,
             create: false,
             row_handlers: false,
+            captured: None,
         })
     }
 
@@ -904,11 +937,20 @@ impl RoleNames {
         Ok(self)
     }
 
-    /// Also grants what row handlers need (their queue, their payloads), for
-    /// a model that registers any. [`crate::CohortBuilder::grants`] sets it
-    /// from the builder's handlers.
+    /// Also grants what row handlers need (their queue, their payloads, and
+    /// `SELECT` on every column of the tables whose rows they capture), for
+    /// a model that registers any. Here every retained table is taken as
+    /// captured; [`crate::CohortBuilder::grants`] knows which are and grants
+    /// exactly those.
     pub fn with_row_handlers(mut self) -> RoleNames {
         self.row_handlers = true;
+        self
+    }
+
+    /// [`RoleNames::with_row_handlers`] for handlers of these retained types.
+    pub(crate) fn with_row_handlers_for(mut self, types: Vec<uuid::Uuid>) -> RoleNames {
+        self.row_handlers = true;
+        self.captured = Some(types);
         self
     }
 
@@ -1083,6 +1125,7 @@ pub fn role_grants(
         provider,
         anonymisers: &anonymisers,
         row_handlers: roles.row_handlers,
+        captured: roles.captured.as_deref(),
     };
     let registered = registry::register(&reg, &mut problems);
     let mut needs = Vec::new();
@@ -1093,7 +1136,8 @@ pub fn role_grants(
             target.problem(&mut problems, None, issue);
         }
         if let Some(caps) = &capabilities {
-            needs.extend(type_needs(&target, &resolved, caps));
+            let captured = captures(&target, (roles.row_handlers, roles.captured.as_deref()));
+            needs.extend(type_needs(&target, &resolved, caps, captured));
         }
     }
     // An invalid schema name is among the option problems.

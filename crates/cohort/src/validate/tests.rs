@@ -182,6 +182,7 @@ async fn run(conn: &mut sqlx::PgConnection) -> Result<Model, Error> {
             provider: &Rules,
             anonymisers: &Default::default(),
             row_handlers: false,
+            captured: None,
         },
     )
     .await

@@ -636,6 +636,60 @@ async fn a_delivery_whose_claim_was_reclaimed_cannot_settle_the_row() {
     );
 }
 
+// contract: RH9
+// Work queued for a retained type that this application's dispatcher has
+// no handler for (another application sharing the install queued it, or
+// the type's handlers are gone) is never claimed here: it is left for the
+// dispatcher that serves it, counted in the report and logged, naming the
+// type, once it has waited longer than the claim timeout.
+#[tokio::test]
+async fn work_for_a_type_this_dispatcher_does_not_serve_is_left_counted_and_logged() {
+    let db = setup(3).await;
+    let log = Log::default();
+    let logs = support::LogCapture::start();
+    let serving = build(
+        &db,
+        options(),
+        vec![(Recorder::new("audit", &log, Behaviour::Succeed), with_id())],
+    )
+    .await;
+    serving.sweep(&scope_a(), Utc::now()).await.expect("sweep");
+    assert_eq!(states(&db).await.len(), 3);
+    // Another application on the same install, with no row handler at all.
+    let other = Cohort::builder(db.pool().clone())
+        .options(options())
+        .rules(purge_rules())
+        .entity::<SessionNote>()
+        .build()
+        .await
+        .expect("model");
+    // Due for less than the claim timeout: not reported yet.
+    let report = other.dispatcher().run_once().await.expect("dispatch");
+    assert_eq!((report.claimed, report.unserved), (0, 0), "{report:?}");
+    // Due for an hour: reported, still not touched.
+    db.exec("UPDATE sweep_row_handler_status SET not_before = now() - interval '1 hour'")
+        .await;
+    let report = other.dispatcher().run_once().await.expect("dispatch");
+    assert_eq!(
+        (report.claimed, report.dead_lettered, report.unserved),
+        (0, 0, 3),
+        "{report:?}"
+    );
+    assert_eq!(
+        states(&db).await,
+        vec![("Pending".to_owned(), 0); 3],
+        "left for the dispatcher that serves the type"
+    );
+    let text = logs.text();
+    assert!(
+        text.contains("registers no handler for") && text.contains(NOTE_ID),
+        "{text}"
+    );
+    // The serving application's dispatcher delivers it.
+    let report = serving.dispatcher().run_once().await.expect("dispatch");
+    assert_eq!((report.succeeded, report.unserved), (3, 0), "{report:?}");
+}
+
 // contract: RH4
 // The stale attempt settles while the re-delivery is still in flight: only
 // its claim token tells the two apart (the row is `InFlight` either way).
