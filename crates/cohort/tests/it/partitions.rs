@@ -314,6 +314,7 @@ async fn wholly_expired_partitions_are_dropped_with_exact_counts_and_row_details
         .await
         .expect("sweep");
     assert_eq!(entity_summary(&again, "Event").affected, 0);
+    assert!(!entity_summary(&again, "Event").partitions.is_empty());
     assert!(
         entity_summary(&again, "Event")
             .partitions

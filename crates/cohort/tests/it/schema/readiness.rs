@@ -532,6 +532,7 @@ async fn readiness_of_one_schema_never_reads_another() {
         ReadinessProblem::MissingMigrations { installed: None, missing, .. }
             if missing.len() as i64 == cohort::schema::SCHEMA_VERSION
     ));
+    assert_eq!(report.problems.len(), 1 + cohort::schema::TABLES.len());
     assert!(
         report.problems[1..]
             .iter()

@@ -405,7 +405,7 @@ async fn an_exempt_rule_leaves_rows_and_shows_a_zero_summary() {
     assert_eq!(row.get::<String, _>("status"), "Succeeded");
 }
 
-// contract: X5, A9, P8, P3
+// contract: X5, A9, P8, P3, X21 (a provider panicking inside its future)
 #[tokio::test]
 async fn a_failing_entity_is_recorded_sanitized_and_the_others_go_on() {
     let db = db_with_tables().await;
@@ -533,6 +533,7 @@ async fn a_table_dropped_or_changed_after_start_up_fails_only_its_entity_with_it
     note_text(&db).await;
     let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Failed, "every entity failed");
+    assert!(!result.entity_failures.is_empty());
     assert!(
         result
             .entity_failures

@@ -120,6 +120,7 @@ async fn the_earliest_and_latest_instants_postgres_can_store_are_valid_clocks() 
         .await
         .expect("preview at the earliest instant");
     assert_eq!(preview.now, earliest);
+    assert!(!preview.entries.is_empty());
     assert!(
         preview
             .entries
@@ -133,6 +134,7 @@ async fn the_earliest_and_latest_instants_postgres_can_store_are_valid_clocks() 
     assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
     assert_eq!(result.now, earliest);
     assert_eq!(result.affected(), 0);
+    assert!(!result.summaries.is_empty());
     assert!(result.summaries.iter().all(|s| s.cutoff.is_none()));
     let stored: DateTime<Utc> =
         sqlx::query_scalar("SELECT logical_now FROM sweep_run WHERE run_id = $1")
