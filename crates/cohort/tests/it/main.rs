@@ -29,9 +29,10 @@
 //! - `handlers`: row handlers' capture and delivery (`delivery`), the guide's
 //!   example (`guide`). RH.
 //! - `worker`: the scheduled worker. W, C1.
-//! - `evidence`: the chain (`chain`), exports and certificates (`export`),
-//!   certificates bound to the erased subject (`certificates`),
-//!   the auditor's report in Chromium (`report`). EV.
+//! - `evidence`: the chain (`chain`), every hashed column tampered with in
+//!   turn (`tampering`), exports and certificates (`export`), certificates
+//!   bound to the erased subject (`certificates`), the auditor's report in
+//!   Chromium (`report`). EV.
 //! - `partitions`: partition-aware purge. PT.
 //! - `security`: least privilege. SEC.
 //! - `reliability`: randomized histories (`history`), faults (`faults`),

@@ -4,3 +4,4 @@ mod certificates;
 mod chain;
 mod export;
 mod report;
+mod tampering;
