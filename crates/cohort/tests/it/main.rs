@@ -30,7 +30,8 @@
 //!   example (`guide`). RH.
 //! - `worker`: the scheduled worker. W, C1.
 //! - `evidence`: the chain (`chain`), every hashed column tampered with in
-//!   turn (`tampering`), exports and certificates (`export`), certificates
+//!   turn (`tampering`), exports and certificates (`export`), an export's
+//!   peak memory measured in a child process (`export_memory`), certificates
 //!   bound to the erased subject (`certificates`), the auditor's report in
 //!   Chromium (`report`). EV.
 //! - `partitions`: partition-aware purge. PT.
@@ -43,10 +44,11 @@
 //!
 //! All of them share this process: the log capture (`support::LogCapture`)
 //! is one buffer, so a test looks only for its own lines; no test sets
-//! environment variables or other process-wide state. The fault tests that
-//! need a process of their own (`reliability::faults`: a sweeper killed with
-//! SIGKILL, a server restart on a private cluster) run this binary again as
-//! a child with `--exact <module path>::<test>`.
+//! environment variables or other process-wide state. The tests that need a
+//! process of their own (`reliability::faults`: a sweeper killed with
+//! SIGKILL, a server restart on a private cluster; `evidence::export_memory`:
+//! an export's peak memory) run this binary again as a child with `--exact
+//! <module path>::<test>`.
 //!
 //! Exceptions, test binaries of their own: `tests/ui.rs` (trybuild's
 //! compile-fail cases; its header says why).
