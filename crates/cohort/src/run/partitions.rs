@@ -252,6 +252,13 @@ fn scan_sql(e: &ResolvedEntity, relation: &QualifiedName, schema: &SchemaName) -
             "false".to_owned(),
         ),
     };
+    // The key's own equality finds the row by index; the text equality
+    // then compares exactly as the sweep's hold check does (H16).
+    let key = format!(
+        "{} AND (t.{})::pg_catalog.text = h.record_id",
+        e.record_id.equals_text("t", "h.record_id"),
+        e.record_id.name
+    );
     format!(
         "SELECT pg_catalog.count(*) AS total, \
                 {others} AS others, \
@@ -263,13 +270,6 @@ fn scan_sql(e: &ResolvedEntity, relation: &QualifiedName, schema: &SchemaName) -
         anchor = e.anchor.name,
         holds = schema.table("retention_holds"),
         active = hold_active_at("pg_catalog.statement_timestamp()"),
-        // The key's own equality finds the row by index; the text equality
-        // then compares exactly as the sweep's hold check does (H16).
-        key = format!(
-            "{} AND (t.{})::pg_catalog.text = h.record_id",
-            e.record_id.equals_text("t", "h.record_id"),
-            e.record_id.name
-        ),
     )
 }
 

@@ -763,7 +763,7 @@ pub(super) fn function_through(f: &'static FunctionSpec, version: i64) -> &'stat
             Change::ReplaceFunction { function } if function.name == f.name => Some(function),
             _ => None,
         })
-        .last()
+        .next_back()
         .unwrap_or(f)
 }
 

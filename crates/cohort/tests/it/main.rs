@@ -29,9 +29,11 @@
 //! - `handlers`: row handlers' capture and delivery (`delivery`), the guide's
 //!   example (`guide`). RH.
 //! - `worker`: the scheduled worker. W, C1.
-//! - `evidence`: the chain (`chain`), exports and certificates (`export`),
-//!   certificates bound to the erased subject (`certificates`),
-//!   the auditor's report in Chromium (`report`). EV.
+//! - `evidence`: the chain (`chain`), every hashed column tampered with in
+//!   turn (`tampering`), exports and certificates (`export`), an export's
+//!   peak memory measured in a child process (`export_memory`), certificates
+//!   bound to the erased subject (`certificates`), the auditor's report in
+//!   Chromium (`report`). EV.
 //! - `partitions`: partition-aware purge. PT.
 //! - `security`: least privilege. SEC.
 //! - `reliability`: randomized histories (`history`), faults (`faults`),
@@ -42,10 +44,11 @@
 //!
 //! All of them share this process: the log capture (`support::LogCapture`)
 //! is one buffer, so a test looks only for its own lines; no test sets
-//! environment variables or other process-wide state. The fault tests that
-//! need a process of their own (`reliability::faults`: a sweeper killed with
-//! SIGKILL, a server restart on a private cluster) run this binary again as
-//! a child with `--exact <module path>::<test>`.
+//! environment variables or other process-wide state. The tests that need a
+//! process of their own (`reliability::faults`: a sweeper killed with
+//! SIGKILL, a server restart on a private cluster; `evidence::export_memory`:
+//! an export's peak memory) run this binary again as a child with `--exact
+//! <module path>::<test>`.
 //!
 //! Exceptions, test binaries of their own: `tests/ui.rs` (trybuild's
 //! compile-fail cases; its header says why).

@@ -3,4 +3,6 @@
 mod certificates;
 mod chain;
 mod export;
+mod export_memory;
 mod report;
+mod tampering;

@@ -94,6 +94,7 @@ async fn with_stale_statistics_and_a_generic_plan_a_batch_reads_hold_rows_in_pro
     let mut writer = PgConnection::connect_with(&db.options().application_name(APP))
         .await
         .expect("writer");
+    let dbname = format!("\"{}\"", db.name());
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "ALTER TABLE public.retention_holds SET (autovacuum_enabled = false); \
          INSERT INTO session_notes (id, tenant_id, created_at, body) \
@@ -107,7 +108,6 @@ async fn with_stale_statistics_and_a_generic_plan_a_batch_reads_hold_rows_in_pro
          ALTER DATABASE {dbname} SET plan_cache_mode = force_generic_plan;",
         t = tenant(),
         every = ROWS / HOLDS,
-        dbname = format!("\"{}\"", db.name()),
     )))
     .execute(&mut writer)
     .await
