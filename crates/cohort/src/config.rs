@@ -53,10 +53,20 @@ pub struct Options {
     /// How long one observer may take for one event (default 5 s).
     #[serde(with = "humantime_secs")]
     pub observer_timeout: Duration,
-    /// After how long a run still `Started` whose owner is gone is marked
-    /// failed (default 1 hour).
+    /// After how long a run still `Started` that holds no lease (one started
+    /// before schema migration 7) is marked failed once its session lock is
+    /// free (default 1 hour). Runs with a lease follow [`Options::run_lease`].
     #[serde(with = "humantime_secs")]
     pub settle_timeout: Duration,
+    /// How long a run's lease lasts (default 60 s, 1 s to [`MAX_TIMEOUT`];
+    /// contract CO2). The run's owner renews it every third of that while
+    /// the run lives; [`crate::Cohort::settle_abandoned_runs`] settles a
+    /// `Started` run only once its lease has expired, and every write of a
+    /// run checks, in its own transaction, that the run is still its
+    /// owner's. So an owner that stops (killed, paused, cut off) longer than
+    /// this has its run settled `Failed`, and cannot write into it after.
+    #[serde(with = "humantime_secs")]
+    pub run_lease: Duration,
     /// How long a batch waits for its type's entity fence (default 30 s). The
     /// fence is held exclusively by a transaction that creates a hold on that
     /// type, until it commits: when the wait runs out, that type fails for
@@ -170,6 +180,7 @@ impl Default for Options {
             conventions: Conventions::default(),
             observer_timeout: Duration::from_secs(5),
             settle_timeout: Duration::from_secs(3600),
+            run_lease: Duration::from_secs(60),
             fence_wait: Duration::from_secs(30),
             claim_timeout: Duration::from_secs(300),
             payload_retention: Duration::from_secs(30 * 24 * 3600),
@@ -210,6 +221,16 @@ impl Options {
                     self.batch_size
                 ),
                 "use the default (1,000) unless a benchmark says otherwise",
+            ));
+        }
+        if self.run_lease < Duration::from_secs(1) || self.run_lease > MAX_TIMEOUT {
+            problems.push(ValidationProblem::option(
+                "run_lease",
+                format!(
+                    "run_lease is {:?}; it must be at least 1 s and at most one week",
+                    self.run_lease
+                ),
+                "use the default (60 s)",
             ));
         }
         if self.lock_wait.is_zero() || self.lock_wait > MAX_LOCK_WAIT {

@@ -90,6 +90,19 @@ pub enum Error {
         source: sqlx::Error,
     },
 
+    /// The run was settled as abandoned by another process while this one
+    /// still ran it (its lease had expired: the process was paused, cut off
+    /// or too slow to renew it; contract CO2). This process stopped writing
+    /// it at once; what it committed before stays, counted once, in the
+    /// settled run.
+    #[error(
+        "run {run_id} was settled by another process after its lease expired; this process stopped writing it"
+    )]
+    RunLeaseLost {
+        /// The run.
+        run_id: uuid::Uuid,
+    },
+
     /// A time given to Cohort is outside what PostgreSQL can store
     /// (4714 BC to 294276 AD). Nothing was written.
     #[error("{what} is outside PostgreSQL's timestamp range")]

@@ -14,6 +14,13 @@ use crate::policy::Strategy;
 use crate::schema::SchemaName;
 use crate::sql::{AssertSqlSafe, PgTime};
 
+/// A one-row relation that makes the statement's transaction commit
+/// without waiting for the WAL flush (`synchronous_commit` set for that
+/// transaction only, so nothing outlives it on a pooled connection).
+/// Statements select their values `FROM` it.
+const ASYNC_COMMIT: &str =
+    "(SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) AS async_commit";
+
 /// The ledger of one install (one schema).
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
@@ -32,6 +39,18 @@ pub(crate) struct SummaryKey<'a> {
     pub(crate) strategy: Option<Strategy>,
 }
 
+/// The SQL condition that run `run` (an expression) is still `Started` and
+/// owned by `token` (an expression), taking a share lock on its row until
+/// the transaction ends (contract CO2): a settle of the run waits for the
+/// write that checked it, or the write finds the run settled.
+pub(crate) fn owned_sql(runs: &str, run: &str, token: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM {runs} AS o WHERE o.run_id OPERATOR(pg_catalog.=) {run} \
+         AND o.owner_token OPERATOR(pg_catalog.=) {token} \
+         AND o.status OPERATOR(pg_catalog.=) 'Started' FOR SHARE OF o)"
+    )
+}
+
 fn strategy_name(s: Option<Strategy>) -> &'static str {
     s.map(|s| s.as_str()).unwrap_or("Unresolved")
 }
@@ -45,6 +64,15 @@ impl Ledger {
         }
     }
 
+    /// The quoted, schema-qualified runs table.
+    pub(crate) fn runs(&self) -> &str {
+        &self.runs
+    }
+
+    /// Writes the run's `Started` row, owned by `owner` with a lease of
+    /// `lease` from the database clock (contract CO2). Its commit does not
+    /// wait for the WAL flush (a transaction-local setting; see
+    /// `docs/design.md`, "A run").
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start_run(
         &self,
@@ -56,11 +84,15 @@ impl Ledger {
         tenant_id: Uuid,
         now: DateTime<Utc>,
         subject_hmac: Option<&[u8]>,
+        owner: Uuid,
+        lease: chrono::TimeDelta,
     ) -> Result<(), sqlx::Error> {
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {} (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at, \
-                             subject_hmac) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'Started', pg_catalog.statement_timestamp(), $7)",
+                             subject_hmac, owner_token, lease_expires_at) \
+             SELECT $1, $2, $3, $4, $5, $6, 'Started', pg_catalog.statement_timestamp(), $7, $8, \
+                    pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $9::pg_catalog.interval \
+             FROM {ASYNC_COMMIT}",
             self.runs
         )))
         .bind(run_id)
@@ -70,52 +102,105 @@ impl Ledger {
         .bind(tenant_id)
         .bind(now)
         .bind(subject_hmac)
+        .bind(owner)
+        .bind(lease)
         .execute(conn)
         .await
         .map(|_| ())
     }
 
+    /// Settles run `run_id`, still `Started` and owned by `owner`; false
+    /// when it is not (another process settled it: the lease was lost). The
+    /// commit is durable: it flushes every asynchronous commit before it.
     pub(crate) async fn settle_run(
         &self,
         conn: &mut PgConnection,
         run_id: Uuid,
         status: RunStatus,
         error: Option<&str>,
-    ) -> Result<(), sqlx::Error> {
+        owner: Uuid,
+    ) -> Result<bool, sqlx::Error> {
         sqlx::query(AssertSqlSafe(format!(
             "UPDATE {} SET status = $2, settled_at = pg_catalog.statement_timestamp(), error = $3 \
-             WHERE run_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'Started'",
+             WHERE run_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'Started' \
+               AND owner_token OPERATOR(pg_catalog.=) $4",
             self.runs
         )))
         .bind(run_id)
         .bind(status.as_str())
         .bind(error)
+        .bind(owner)
         .execute(conn)
         .await
-        .map(|_| ())
+        .map(|done| done.rows_affected() == 1)
+    }
+
+    /// Settles an abandoned run as `Failed` with `error` (its summaries first,
+    /// so the run's chain link covers them), in one transaction, if it is
+    /// still `Started` and its lease has expired (or it has none: a run of a
+    /// Cohort before migration 7), re-checked under a row lock so an owner
+    /// that renewed meanwhile keeps its run. Returns whether it settled it.
+    pub(crate) async fn settle_abandoned(
+        &self,
+        conn: &mut PgConnection,
+        run_id: Uuid,
+        error: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let mut tx = sqlx::Acquire::begin(&mut *conn).await?;
+        let expired: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT 1 FROM {} AS r WHERE r.run_id OPERATOR(pg_catalog.=) $1 \
+               AND r.status OPERATOR(pg_catalog.=) 'Started' \
+               AND (r.lease_expires_at IS NULL \
+                    OR r.lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()) \
+             FOR UPDATE OF r",
+            self.runs
+        )))
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if expired.is_none() {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        self.fail_running_summaries(&mut tx, run_id, error).await?;
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {} SET status = 'Failed', settled_at = pg_catalog.statement_timestamp(), error = $2 \
+             WHERE run_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'Started'",
+            self.runs
+        )))
+        .bind(run_id)
+        .bind(error)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Creates the entity's summary (`Running`) before its first batch, with
     /// what is known before any row changes: strategy, cutoff, period applied
     /// and provenance, so a run abandoned mid-entity still says what it was
     /// doing. Returns the summary's id, which batches add their counts to.
+    /// `None` when the run is no longer `owner`'s (its lease was lost).
     pub(crate) async fn start_entity(
         &self,
         conn: &mut PgConnection,
         key: &SummaryKey<'_>,
         summary: &EntitySummary,
         cutoff: Option<PgTime>,
-    ) -> Result<i64, sqlx::Error> {
+        owner: Uuid,
+    ) -> Result<Option<i64>, sqlx::Error> {
         sqlx::query_scalar(AssertSqlSafe(format!(
             "INSERT INTO {t} AS s (run_id, retained_entity_id, entity_type, category, tenant_id, strategy, status, \
                affected_count, held_count, skipped_count, null_anchor_count, applied_period, cutoff, \
                rule_source, rule_reason, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'Running', 0, 0, 0, 0, $7, $8, $9, $10, \
-                     pg_catalog.statement_timestamp()) \
+             SELECT $1, $2, $3, $4, $5, $6, 'Running', 0, 0, 0, 0, $7, $8, $9, $10, \
+                    pg_catalog.statement_timestamp() \
+             FROM {ASYNC_COMMIT} WHERE {owned} \
              ON CONFLICT (run_id, retained_entity_id, category, tenant_id, strategy) DO UPDATE \
              SET updated_at = EXCLUDED.updated_at \
              RETURNING s.summary_id",
-            t = self.summaries
+            t = self.summaries,
+            owned = owned_sql(&self.runs, "$1", "$11"),
         )))
         .bind(key.run_id)
         .bind(key.entity_id)
@@ -127,13 +212,15 @@ impl Ledger {
         .bind(cutoff)
         .bind(summary.rule_source.as_deref().map(clean))
         .bind(summary.rule_reason.as_deref().map(clean))
-        .fetch_one(conn)
+        .bind(owner)
+        .fetch_optional(conn)
         .await
     }
 
     /// The body of a CTE that adds the rows of CTE `d` to summary `summary`
     /// (a placeholder): part of the batch's own statement, so the mutation and
-    /// its progress commit together.
+    /// its progress commit together. (The batch's transaction checked the
+    /// run's lease when it began.)
     pub(crate) fn progress_cte(&self, d: &str, summary: &str) -> String {
         format!(
             "UPDATE {t} SET affected_count = affected_count OPERATOR(pg_catalog.+) \
@@ -239,7 +326,9 @@ impl Ledger {
         .map(|done| done.rows_affected())
     }
 
-    /// Writes the entity's final counts and status.
+    /// Writes the entity's final counts and status; false when the run is
+    /// no longer `owner`'s (its lease was lost).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn finish_entity(
         &self,
         conn: &mut PgConnection,
@@ -247,13 +336,15 @@ impl Ledger {
         summary: &EntitySummary,
         cutoff: Option<PgTime>,
         status: &str,
-    ) -> Result<(), sqlx::Error> {
+        owner: Uuid,
+    ) -> Result<bool, sqlx::Error> {
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {t} AS s (run_id, retained_entity_id, entity_type, category, tenant_id, strategy, status, \
                affected_count, held_count, skipped_count, null_anchor_count, applied_period, cutoff, \
                rule_source, rule_reason, error, updated_at, legal_minimum_count) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     pg_catalog.statement_timestamp(), $17) \
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                    pg_catalog.statement_timestamp(), $17 \
+             FROM {ASYNC_COMMIT} WHERE {owned} \
              ON CONFLICT (run_id, retained_entity_id, category, tenant_id, strategy) DO UPDATE \
              SET status = EXCLUDED.status, affected_count = EXCLUDED.affected_count, \
                  held_count = EXCLUDED.held_count, skipped_count = EXCLUDED.skipped_count, \
@@ -261,7 +352,8 @@ impl Ledger {
                  cutoff = EXCLUDED.cutoff, rule_source = EXCLUDED.rule_source, \
                  rule_reason = EXCLUDED.rule_reason, error = EXCLUDED.error, updated_at = EXCLUDED.updated_at, \
                  legal_minimum_count = EXCLUDED.legal_minimum_count",
-            t = self.summaries
+            t = self.summaries,
+            owned = owned_sql(&self.runs, "$1", "$18"),
         )))
         .bind(key.run_id)
         .bind(key.entity_id)
@@ -280,9 +372,10 @@ impl Ledger {
         .bind(summary.rule_reason.as_deref().map(clean))
         .bind(summary.error.as_deref())
         .bind(to_i64(summary.legal_minimum))
+        .bind(owner)
         .execute(conn)
         .await
-        .map(|_| ())
+        .map(|done| done.rows_affected() == 1)
     }
 }
 

@@ -24,7 +24,7 @@ use crate::model::AnonymiseMethod;
 use crate::model::resolved::ResolvedEntity;
 use crate::policy::Strategy;
 use crate::schema::SchemaName;
-use crate::sql::txn::{self, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, LockWait, sqlstate};
+use crate::sql::txn::{self, DEADLOCK_DETECTED, LOCK_NOT_AVAILABLE, LockWait, RunOwner, sqlstate};
 use crate::sql::{AssertSqlSafe, PgTime, Statement};
 
 type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
@@ -71,6 +71,9 @@ pub(crate) struct Values<'a> {
     pub(crate) handlers: &'a [Registered],
     /// The schema of Cohort's tables.
     pub(crate) schema: &'a SchemaName,
+    /// The run's owner, which each batch's transaction checks (`None` for
+    /// previews, which write nothing).
+    pub(crate) owner: Option<RunOwner<'a>>,
 }
 
 /// Where the next batch starts: after this key.
@@ -401,14 +404,32 @@ impl EntityBatches<'_> {
             Path::Range => LockWait::Bounded(self.lock_wait),
             Path::Locked => LockWait::Session,
         };
-        if let Err(e) =
-            txn::begin_fenced(conn, self.values.entity.fence, self.fence_wait, wait).await
+        if let Err(e) = txn::begin_fenced(
+            conn,
+            self.values.entity.fence,
+            self.fence_wait,
+            wait,
+            self.values.owner.as_ref(),
+        )
+        .await
         {
             if let Err(rollback) = txn::rollback(conn).await {
                 tracing::warn!(error = %rollback, "rolling back a batch that could not begin failed");
             }
             return Err(match sqlstate(&e).as_deref() {
                 Some(LOCK_NOT_AVAILABLE) => BatchError::Fence(e),
+                // The run was settled by another process after its lease
+                // expired: the entity's summary write then finds it too and
+                // the run stops.
+                Some(txn::LEASE_LOST) if self.values.owner.is_some() => {
+                    BatchError::Failed(Failure::reason(
+                        FailureKind::Abandoned,
+                        &format_args!(
+                            "run {} was settled by another process after its lease expired",
+                            self.values.run
+                        ),
+                    ))
+                }
                 _ => db(e),
             });
         }

@@ -12,6 +12,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::batch::{EntityBatches, LoopEnd, Values, measure};
+use super::lease::RunLease;
 use super::partitions::{self, PartitionPurge};
 use super::plan::{EntityPlan, plan};
 use super::statements::{EntitySql, Purpose};
@@ -24,6 +25,7 @@ use crate::ledger::{
 };
 use crate::model::resolved::{Column, ResolvedEntity};
 use crate::policy::{AuditDetail, Scope, Strategy};
+use crate::sql::txn::RunOwner;
 use crate::sql::{AssertSqlSafe, PgTime};
 
 fn run_key_sql(f: &str) -> String {
@@ -33,67 +35,21 @@ fn run_key_sql(f: &str) -> String {
     )
 }
 
-/// The advisory lock a run holds for its whole life (session level, on its
-/// own connection), so that a live run is never mistaken for an abandoned one.
-pub(crate) async fn lock_run(conn: &mut PgConnection, run_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query(AssertSqlSafe(run_key_sql("pg_advisory_lock")))
+/// Whether the owner of a run without a lease (started by a Cohort before
+/// schema migration 7, which held a session advisory lock for the run's
+/// life) is gone: that lock is free.
+async fn legacy_owner_gone(conn: &mut PgConnection, run_id: Uuid) -> Result<bool, sqlx::Error> {
+    let free: bool = sqlx::query_scalar(AssertSqlSafe(run_key_sql("pg_try_advisory_lock")))
         .bind(run_id)
-        .execute(conn)
-        .await
-        .map(|_| ())
-}
-
-pub(crate) async fn unlock_run(conn: &mut PgConnection, run_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query(AssertSqlSafe(run_key_sql("pg_advisory_unlock")))
-        .bind(run_id)
-        .execute(conn)
-        .await
-        .map(|_| ())
-}
-
-/// Makes the run connection's commits stop waiting for the WAL flush, and
-/// returns the session's previous `synchronous_commit` to restore before
-/// the run settles.
-///
-/// Safe because WAL is replayed in order: whatever a crash keeps of a run
-/// (its `Started` row, summaries, batches) is a prefix of what it wrote, and
-/// the settle, which commits durably again, flushes everything before it.
-/// The run's batches already commit this way (`sql::txn`); this extends it
-/// to the ledger's bookkeeping between them, which was most of a short
-/// run's time (four flushes per pass of the worker, one is left).
-async fn async_commits(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT p.prior FROM (SELECT pg_catalog.current_setting('synchronous_commit') AS prior \
-         OFFSET 0) AS p, pg_catalog.set_config('synchronous_commit', 'off', false) AS s",
-    )
-    .fetch_one(conn)
-    .await
-}
-
-/// Puts the session's `synchronous_commit` back (see [`async_commits`]).
-async fn restore_commits(conn: &mut PgConnection, prior: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_catalog.set_config('synchronous_commit', $1, false)")
-        .bind(prior)
-        .execute(conn)
-        .await
-        .map(|_| ())
-}
-
-/// Whether the owner of a run is gone: its run lock is free (taken and
-/// released at once). A live run holds it for its whole life.
-pub(crate) async fn owner_gone(conn: &mut PgConnection, run_id: Uuid) -> Result<bool, sqlx::Error> {
-    let free = try_lock_run(conn, run_id).await?;
+        .fetch_one(&mut *conn)
+        .await?;
     if free {
-        unlock_run(conn, run_id).await?;
+        sqlx::query(AssertSqlSafe(run_key_sql("pg_advisory_unlock")))
+            .bind(run_id)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(free)
-}
-
-async fn try_lock_run(conn: &mut PgConnection, run_id: Uuid) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(AssertSqlSafe(run_key_sql("pg_try_advisory_lock")))
-        .bind(run_id)
-        .fetch_one(conn)
-        .await
 }
 
 /// Whether `e` belongs to the pass of `scope`.
@@ -198,16 +154,7 @@ impl Cohort {
         let ledger = Ledger::new(&inner.schema);
         let mut delivery = Delivery::new(&inner.observers, inner.options.observer_timeout);
 
-        lock_run(conn, run_id).await?;
-        // The connection is the run's own and is closed after it, so the
-        // session setting ends with it.
-        let prior_commits = match async_commits(conn).await {
-            Ok(prior) => Some(prior),
-            Err(e) => {
-                tracing::debug!(%run_id, error = %e, "cannot relax synchronous_commit; the run commits durably");
-                None
-            }
-        };
+        let mut lease = RunLease::new(run_id);
         if let Err(e) = ledger
             .start_run(
                 conn,
@@ -220,14 +167,14 @@ impl Cohort {
                 spec.erasure
                     .as_ref()
                     .and_then(|e| e.subject_hmac.as_deref()),
+                lease.token(),
+                super::lease::interval(inner.options.run_lease),
             )
             .await
         {
-            if let Err(unlock) = unlock_run(conn, run_id).await {
-                tracing::warn!(%run_id, error = %unlock, "releasing the lock of a run that never started failed");
-            }
             return Err(e.into());
         }
+        lease.keep(&inner.pool, &inner.schema, inner.options.run_lease);
         delivery
             .deliver(&AuditEvent::Started {
                 run_id,
@@ -290,10 +237,13 @@ impl Cohort {
                     planned,
                     scope,
                     &spec,
-                    run_id,
+                    &lease,
                 )
                 .instrument(span)
                 .await;
+            if lease.is_lost() {
+                return Err(Error::RunLeaseLost { run_id });
+            }
             if let Some(f) = &outcome.failure {
                 failures.push(EntityFailure {
                     entity_id: e.entity_id,
@@ -324,20 +274,19 @@ impl Cohort {
             RunStatus::PartiallyFailed
         };
         let error = run_error(&failures);
-        if let Some(prior) = &prior_commits
-            && let Err(e) = restore_commits(conn, prior).await
+        match ledger
+            .settle_run(conn, run_id, status, error.as_deref(), lease.token())
+            .await
         {
-            tracing::warn!(%run_id, error = %e, "cannot restore synchronous_commit before settling");
-        }
-        let settled = ledger
-            .settle_run(conn, run_id, status, error.as_deref())
-            .await;
-        let unlocked = unlock_run(conn, run_id).await;
-        if let Err(source) = settled.and(unlocked) {
+            Ok(true) => {}
+            // Settled by another process meanwhile: its lease had expired.
+            Ok(false) => return Err(Error::RunLeaseLost { run_id }),
             // The run's connection is gone (or the ledger refuses it): the run
-            // stays `Started` until `settle_abandoned_runs` takes it.
-            return Err(Error::RunInterrupted { run_id, source });
+            // stays `Started` until `settle_abandoned_runs` takes it, once its
+            // lease expired.
+            Err(source) => return Err(Error::RunInterrupted { run_id, source }),
         }
+        drop(lease);
         tracing::info!(
             status = status.as_str(),
             affected = summaries.iter().map(|s| s.affected).sum::<u64>(),
@@ -376,9 +325,10 @@ impl Cohort {
         planned: Result<EntityPlan, Failure>,
         scope: &Scope,
         spec: &RunSpec<'_>,
-        run_id: Uuid,
+        lease: &RunLease,
     ) -> EntityOutcome {
         let inner = &self.inner;
+        let run_id = lease.run_id();
         let tenant = scope.tenant().map(|t| t.id);
         let subject = spec.erasure.as_ref().map(|er| er.subject);
         let mut summary = EntitySummary {
@@ -402,7 +352,7 @@ impl Cohort {
         let plan = match planned {
             Ok(plan) => plan,
             Err(failure) => {
-                return finish(ledger, conn, run_id, summary, None, Some(failure), false).await;
+                return finish(ledger, conn, lease, summary, None, Some(failure), false).await;
             }
         };
         summary.strategy = Some(plan.rule.strategy);
@@ -428,7 +378,7 @@ impl Cohort {
             }
         };
         if plan.rule.strategy == Strategy::Exempt {
-            return finish(ledger, conn, run_id, summary, None, None, false).await;
+            return finish(ledger, conn, lease, summary, None, None, false).await;
         }
         // A cutoff before PostgreSQL's earliest timestamp means nothing is
         // old enough: it is bound as -infinity and reported as none.
@@ -442,14 +392,25 @@ impl Cohort {
             tenant_id: scope.ledger_tenant(),
             strategy: Some(plan.rule.strategy),
         };
-        let summary_id = match ledger.start_entity(conn, &key, &summary, pg_cutoff).await {
-            Ok(id) => id,
+        let summary_id = match ledger
+            .start_entity(conn, &key, &summary, pg_cutoff, lease.token())
+            .await
+        {
+            Ok(Some(id)) => id,
+            Ok(None) => {
+                lease.lose();
+                return EntityOutcome {
+                    summary,
+                    failure: None,
+                    cancelled: false,
+                };
+            }
             Err(err) => {
                 let failure = Failure::from_sqlx(&err);
                 return finish(
                     ledger,
                     conn,
-                    run_id,
+                    lease,
                     summary,
                     pg_cutoff,
                     Some(failure),
@@ -486,6 +447,11 @@ impl Cohort {
             strategy: plan.rule.strategy,
             handlers,
             schema: &inner.schema,
+            owner: Some(RunOwner {
+                runs: ledger.runs(),
+                run_id,
+                token: lease.token(),
+            }),
         };
 
         // PT1: a purge of a table partitioned by range on its anchor drops
@@ -512,6 +478,7 @@ impl Cohort {
                 handlers: !inner.handlers_of(e.entity_id).is_empty(),
                 fence_wait: inner.options.fence_wait,
                 lock_wait: inner.options.lock_wait,
+                owner: values.owner,
             }
         });
 
@@ -529,7 +496,7 @@ impl Cohort {
                 }
                 Err(err) => Some(Failure::from_sqlx(&err)),
             };
-            return finish(ledger, conn, run_id, summary, pg_cutoff, failure, false).await;
+            return finish(ledger, conn, lease, summary, pg_cutoff, failure, false).await;
         }
 
         let mut dropped = 0;
@@ -542,7 +509,7 @@ impl Cohort {
                 return finish(
                     ledger,
                     conn,
-                    run_id,
+                    lease,
                     summary,
                     pg_cutoff,
                     Some(failure),
@@ -581,7 +548,7 @@ impl Cohort {
         finish(
             ledger,
             conn,
-            run_id,
+            lease,
             summary,
             pg_cutoff,
             failure,
@@ -596,12 +563,13 @@ impl Cohort {
 async fn finish(
     ledger: &Ledger,
     conn: &mut PgConnection,
-    run_id: Uuid,
+    lease: &RunLease,
     mut summary: EntitySummary,
     cutoff: Option<PgTime>,
     mut failure: Option<Failure>,
     cancelled: bool,
 ) -> EntityOutcome {
+    let run_id = lease.run_id();
     let key = SummaryKey {
         run_id,
         entity_id: summary.entity_id,
@@ -618,10 +586,15 @@ async fn finish(
             (None, false) => "Succeeded",
         };
         match ledger
-            .finish_entity(conn, &key, &summary, cutoff, status)
+            .finish_entity(conn, &key, &summary, cutoff, status, lease.token())
             .await
         {
-            Ok(()) => break,
+            Ok(true) => break,
+            Ok(false) => {
+                // The run was settled by another process: write nothing more.
+                lease.lose();
+                break;
+            }
             Err(err) => {
                 let f = Failure::from_sqlx(&err);
                 tracing::warn!(
@@ -671,10 +644,14 @@ impl Cohort {
         let mut conn = inner.pool.acquire().await?;
         self.ensure_ready(&mut conn).await?;
         let runs = inner.schema.table("sweep_run");
-        let stale: Vec<Uuid> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT run_id FROM {runs} WHERE status OPERATOR(pg_catalog.=) 'Started' \
-             AND started_at OPERATOR(pg_catalog.<) \
-                 (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)"
+        // Runs whose lease expired; and runs without a lease (written by a
+        // Cohort before migration 7) older than the settle timeout.
+        let stale: Vec<(Uuid, bool)> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT run_id, lease_expires_at IS NULL AS legacy FROM {runs} \
+             WHERE status OPERATOR(pg_catalog.=) 'Started' \
+               AND (lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp() \
+                    OR (lease_expires_at IS NULL AND started_at OPERATOR(pg_catalog.<) \
+                        (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)))"
         )))
         .bind(
             chrono::TimeDelta::from_std(inner.options.settle_timeout)
@@ -684,30 +661,20 @@ impl Cohort {
         .await?;
         let ledger = Ledger::new(&inner.schema);
         let mut settled = 0;
-        for run_id in stale {
-            if !try_lock_run(&mut conn, run_id).await? {
+        for (run_id, legacy) in stale {
+            if legacy && !legacy_owner_gone(&mut conn, run_id).await? {
                 continue;
             }
             let failure = Failure::reason(
                 FailureKind::Abandoned,
                 &format_args!("run {run_id} abandoned by its owner"),
             );
-            let error = failure.to_string();
-            // The summaries and the run settle together.
-            let result = async {
-                let mut tx = sqlx::Acquire::begin(&mut *conn).await?;
-                ledger
-                    .fail_running_summaries(&mut tx, run_id, &error)
-                    .await?;
-                ledger
-                    .settle_run(&mut tx, run_id, RunStatus::Failed, Some(&error))
-                    .await?;
-                tx.commit().await
+            if ledger
+                .settle_abandoned(&mut conn, run_id, &failure.to_string())
+                .await?
+            {
+                settled += 1;
             }
-            .await;
-            unlock_run(&mut conn, run_id).await?;
-            result?;
-            settled += 1;
         }
         Ok(settled)
     }

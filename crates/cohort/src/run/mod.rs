@@ -4,6 +4,7 @@ mod batch;
 mod erasure;
 mod execute;
 mod hold_filter;
+mod lease;
 mod partitions;
 mod plan;
 mod preview;
@@ -16,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use erasure::{ErasureRequest, MAX_SUBJECT_BYTES, Subject};
-pub(crate) use execute::owner_gone;
 pub use partitions::{PartitionDecision, PartitionPlan, SweepReason};
 pub use preview::{Preview, PreviewEntry};
 pub(crate) use sweep::close;

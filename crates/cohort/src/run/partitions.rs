@@ -315,6 +315,8 @@ pub(crate) struct PartitionPurge<'a> {
     pub(crate) handlers: bool,
     pub(crate) fence_wait: std::time::Duration,
     pub(crate) lock_wait: std::time::Duration,
+    /// The run's owner, which each drop's transaction checks.
+    pub(crate) owner: Option<crate::sql::txn::RunOwner<'a>>,
 }
 
 /// Whether a partition-aware purge applies to an entity at all: a sweep
@@ -510,6 +512,7 @@ impl PartitionPurge<'_> {
             FenceMode::Exclusive,
             self.fence_wait,
             LockWait::Bounded(self.lock_wait),
+            self.owner.as_ref(),
         )
         .await
         {

@@ -114,6 +114,7 @@ impl Cohort {
                             strategy: plan.rule.strategy,
                             handlers: &[],
                             schema: &inner.schema,
+                            owner: None,
                         };
                         if partitions::applies(e, plan.rule.strategy, true, &inner.options) {
                             let purge = PartitionPurge {
@@ -129,6 +130,7 @@ impl Cohort {
                                 handlers: !inner.handlers_of(e.entity_id).is_empty(),
                                 fence_wait: inner.options.fence_wait,
                                 lock_wait: inner.options.lock_wait,
+                                owner: None,
                             };
                             entry.partitions = purge.preview(&mut conn).await;
                         }

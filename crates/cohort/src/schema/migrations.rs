@@ -35,7 +35,7 @@ pub(super) struct MigrationInfo {
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 6] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 7] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -72,11 +72,17 @@ pub(super) const MIGRATIONS: [MigrationInfo; 6] = [
         summary: "an erasure run records a keyed hash of its subject, covered by the run's chain link",
         data_step: None,
     },
+    MigrationInfo {
+        version: 7,
+        name: "cohort_leases",
+        summary: "runs hold a renewed lease instead of a session lock, and the scheduled worker a lease of its own",
+        data_step: None,
+    },
 ];
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -131,8 +137,9 @@ impl Migration {
 /// (`cohort_entity_registry`) adds the registry of retained types through
 /// which the fence trigger stores a plain-SQL hold's record id as its row's
 /// canonical text; migration 6 (`cohort_erasure_subject`) records an
-/// erasure's keyed subject hash in its run's chain link. The last one's
-/// version is [`SCHEMA_VERSION`].
+/// erasure's keyed subject hash in its run's chain link; migration 7
+/// (`cohort_leases`) gives runs and the scheduled worker leases instead of
+/// session locks. The last one's version is [`SCHEMA_VERSION`].
 ///
 /// ```
 /// let schema = cohort::schema::SchemaName::new("retention")?;
@@ -229,7 +236,7 @@ impl Layout {
 /// // Once per Cohort upgrade (a build step or a one-off), then commit the files.
 /// let schema = SchemaName::new("retention")?;
 /// let written = write_migration_files("migrations/cohort", &schema, Layout::Sqlx)?;
-/// assert_eq!(written.len(), 6);
+/// assert_eq!(written.len(), 10);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -326,7 +333,8 @@ mod tests {
                 "0004_cohort_evidence_chain.down.sql",
                 "0005_cohort_entity_registry.sql",
                 "0006_cohort_erasure_subject.up.sql",
-                "0006_cohort_erasure_subject.down.sql"
+                "0006_cohort_erasure_subject.down.sql",
+                "0007_cohort_leases.sql"
             ]
         );
         assert_eq!(
@@ -337,7 +345,8 @@ mod tests {
                 "V3__cohort_row_handlers.sql",
                 "V4__cohort_evidence_chain.sql",
                 "V5__cohort_entity_registry.sql",
-                "V6__cohort_erasure_subject.sql"
+                "V6__cohort_erasure_subject.sql",
+                "V7__cohort_leases.sql"
             ]
         );
     }
@@ -351,7 +360,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 9);
+        assert_eq!(first.len(), 10);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

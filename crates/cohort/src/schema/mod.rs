@@ -26,14 +26,16 @@ use crate::error::Error;
 use crate::sql::{Ident, QualifiedName};
 
 /// The names of Cohort's tables, in creation order: the five of migration
-/// 1, then the registry of retained types (migration 5).
-pub const TABLES: [&str; 6] = [
+/// 1, the registry of retained types (migration 5), the worker's lease
+/// (migration 7).
+pub const TABLES: [&str; 7] = [
     "sweep_run",
     "sweep_run_entity_summary",
     "sweep_run_row_detail",
     "sweep_row_handler_status",
     "retention_holds",
     "retention_entities",
+    "sweep_worker_lease",
 ];
 
 /// A validated PostgreSQL schema name: non-empty, at most 63 bytes, no NUL.

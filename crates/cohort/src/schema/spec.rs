@@ -319,6 +319,10 @@ pub(super) const REGISTRY: i64 = 5;
 /// it, contract EV4) and puts that hash into the run's chain link.
 pub(super) const SUBJECT_BINDING: i64 = 6;
 
+/// The migration that gives runs a lease and the worker a lease of its own
+/// (contract CO2, CO3): coordination without session state.
+pub(super) const LEASES: i64 = 7;
+
 /// The fence trigger's function from migration 5 on: it also reads a hold's
 /// record id through its retained type's key (see [`super::fence`]).
 pub(super) const FENCE_FUNCTION_CANONICAL: FunctionSpec = FunctionSpec {
@@ -336,7 +340,7 @@ pub(super) const RUN_CHAIN_FUNCTION_SUBJECT: FunctionSpec = FunctionSpec {
 };
 
 /// Cohort's tables, in creation order (foreign keys point backwards).
-pub(super) const TABLES: [TableSpec; 6] = [
+pub(super) const TABLES: [TableSpec; 7] = [
     TableSpec {
         name: "sweep_run",
         since: 1,
@@ -359,6 +363,11 @@ pub(super) const TABLES: [TableSpec; 6] = [
             added("chain_details", Bigint, EVIDENCE),
             added("chain_details_head", Bytea, EVIDENCE),
             added("subject_hmac", Bytea, SUBJECT_BINDING),
+            // The run's owner and how long its lease lasts: renewed while
+            // the run lives; a run is settled as abandoned only once it
+            // expired, and every write of the run checks the token.
+            added("owner_token", Uuid, LEASES),
+            added("lease_expires_at", Timestamptz, LEASES),
         ],
         primary_key: key("sweep_run_pkey", &["run_id"]),
         unique: &[unique_since(
@@ -660,6 +669,23 @@ pub(super) const TABLES: [TableSpec; 6] = [
             "retention_entities_operator_check",
             r#""record_id_eq" ~ '^[-+*/<>=~!@#%^&|`?]+$'"#,
         )],
+        indexes: &[],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "sweep_worker_lease",
+        since: LEASES,
+        // One row per install: the scheduled worker replica that holds it
+        // (until it expires) is the one that checks and sweeps occurrences.
+        columns: &[
+            col("lease_name", Text, true),
+            col("owner_token", Uuid, true),
+            col("expires_at", Timestamptz, true),
+        ],
+        primary_key: key("sweep_worker_lease_pkey", &["lease_name"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[],
         indexes: &[],
         triggers: &[],
     },

@@ -79,9 +79,50 @@ pub(crate) enum FenceMode {
     Exclusive,
 }
 
+/// The run a transaction writes for, and the token of its owner (contract
+/// CO2): the transaction's first statement after the fence checks that the
+/// run is still `Started` with that token, and holds a share lock on the
+/// run's row until it ends, so a settle of the run waits for the
+/// transaction or the transaction finds the run settled (SQLSTATE
+/// [`LEASE_LOST`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunOwner<'a> {
+    /// The quoted, schema-qualified runs table.
+    pub(crate) runs: &'a str,
+    pub(crate) run_id: uuid::Uuid,
+    pub(crate) token: uuid::Uuid,
+}
+
+impl RunOwner<'_> {
+    /// The check, one statement. The run id and token are UUIDs Cohort
+    /// minted for the run (hexadecimal digits and hyphens only, written by
+    /// `Uuid`'s own formatting), never a host's value; the runs table is a
+    /// quoted identifier.
+    fn check_sql(&self) -> String {
+        let (runs, run, token) = (self.runs, self.run_id, self.token);
+        format!(
+            "SELECT COALESCE((SELECT '1' FROM {runs} AS o \
+                 WHERE o.run_id OPERATOR(pg_catalog.=) '{run}'::pg_catalog.uuid \
+                   AND o.owner_token OPERATOR(pg_catalog.=) '{token}'::pg_catalog.uuid \
+                   AND o.status OPERATOR(pg_catalog.=) 'Started' FOR SHARE OF o), \
+               'cohort: run {run} is no longer this process''s: its lease expired and it was settled')\
+               ::pg_catalog.int4"
+        )
+    }
+}
+
+/// The SQLSTATE of a batch that found its run no longer its owner's: the
+/// check's text is not a number (`invalid_text_representation`).
+pub(crate) const LEASE_LOST: &str = "22P02";
+
 /// The message that begins a fenced batch transaction (see the module docs).
-fn begin_fenced_sql(fence_key: i32, fence_wait: Duration, then: LockWait) -> String {
-    begin_fence_sql(fence_key, FenceMode::Shared, fence_wait, then)
+fn begin_fenced_sql(
+    fence_key: i32,
+    fence_wait: Duration,
+    then: LockWait,
+    owner: Option<&RunOwner<'_>>,
+) -> String {
+    begin_fence_sql(fence_key, FenceMode::Shared, fence_wait, then, owner)
 }
 
 /// The message that begins a transaction holding the fence in `mode`.
@@ -90,6 +131,7 @@ fn begin_fence_sql(
     mode: FenceMode,
     fence_wait: Duration,
     then: LockWait,
+    owner: Option<&RunOwner<'_>>,
 ) -> String {
     let lock = match mode {
         FenceMode::Shared => "pg_advisory_xact_lock_shared",
@@ -108,8 +150,11 @@ fn begin_fence_sql(
                     pg_catalog.current_setting('lock_timeout'), true), \
                 pg_catalog.set_config('lock_timeout', '{fence}', true); \
          SELECT pg_catalog.{lock}({FENCE_CLASS}, {fence_key}); \
-         SELECT pg_catalog.set_config('lock_timeout', {after}, true)",
+         {owned}SELECT pg_catalog.set_config('lock_timeout', {after}, true)",
         fence = millis(fence_wait),
+        owned = owner
+            .map(|o| format!("{}; ", o.check_sql()))
+            .unwrap_or_default(),
     )
 }
 
@@ -120,11 +165,14 @@ pub(crate) async fn begin_fenced(
     fence_key: i32,
     fence_wait: Duration,
     then: LockWait,
+    owner: Option<&RunOwner<'_>>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(begin_fenced_sql(fence_key, fence_wait, then)))
-        .execute(conn)
-        .await
-        .map(|_| ())
+    sqlx::raw_sql(AssertSqlSafe(begin_fenced_sql(
+        fence_key, fence_wait, then, owner,
+    )))
+    .execute(conn)
+    .await
+    .map(|_| ())
 }
 
 /// Begins a transaction holding the entity fence `fence_key` in `mode`
@@ -136,9 +184,10 @@ pub(crate) async fn begin_fence(
     mode: FenceMode,
     fence_wait: Duration,
     then: LockWait,
+    owner: Option<&RunOwner<'_>>,
 ) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(AssertSqlSafe(begin_fence_sql(
-        fence_key, mode, fence_wait, then,
+        fence_key, mode, fence_wait, then, owner,
     )))
     .execute(conn)
     .await
@@ -187,6 +236,7 @@ mod tests {
             -42,
             Duration::from_secs(30),
             LockWait::Bounded(Duration::ZERO),
+            None,
         );
         let begin = sql
             .find("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -207,6 +257,7 @@ mod tests {
             FenceMode::Exclusive,
             Duration::from_secs(1),
             LockWait::Bounded(Duration::from_secs(2)),
+            None,
         );
         assert!(sql.contains("pg_catalog.pg_advisory_xact_lock(1131376754, 7)"));
         assert!(!sql.contains("_shared"));

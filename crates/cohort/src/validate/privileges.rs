@@ -329,7 +329,7 @@ struct CohortTable {
 /// What the engine does to Cohort's tables today (read from `ledger::writer`,
 /// `run::execute` and `holds::statements`). Keep in step with them: the test
 /// suite runs as a role granted exactly this (`COHORT_TEST_ROLE=least`).
-const COHORT_TABLES: [CohortTable; 5] = [
+const COHORT_TABLES: [CohortTable; 6] = [
     CohortTable {
         name: "sweep_run",
         // Settling finds the run by id and status; recovery also reads
@@ -343,6 +343,10 @@ const COHORT_TABLES: [CohortTable; 5] = [
             "logical_now",
             "status",
             "started_at",
+            // The lease (contract CO2): every write checks the owner's
+            // token, settling reads the expiry.
+            "owner_token",
+            "lease_expires_at",
         ]),
         insert: Columns::Only(&[
             "run_id",
@@ -354,8 +358,10 @@ const COHORT_TABLES: [CohortTable; 5] = [
             "status",
             "started_at",
             "subject_hmac",
+            "owner_token",
+            "lease_expires_at",
         ]),
-        update: Columns::Only(&["status", "settled_at", "error"]),
+        update: Columns::Only(&["status", "settled_at", "error", "lease_expires_at"]),
         delete: false,
         why: "a run writes its Started row, then settles it",
     },
@@ -477,6 +483,14 @@ const COHORT_TABLES: [CohortTable; 5] = [
         delete: false,
         why: "building a handle registers each retained type's key, which plain-SQL holds are read through; \
               writing a hold moves the type's holds version",
+    },
+    CohortTable {
+        name: "sweep_worker_lease",
+        select: Columns::All,
+        insert: Columns::All,
+        update: Columns::Only(&["owner_token", "expires_at"]),
+        delete: false,
+        why: "replicas of the scheduled worker take turns on its lease",
     },
 ];
 

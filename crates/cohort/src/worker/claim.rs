@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -12,44 +12,68 @@ use crate::error::Error;
 use crate::schema::SchemaName;
 use crate::sql::AssertSqlSafe;
 
-/// A session advisory lock keyed on the install's schema-qualified
-/// `sweep_run` table (its quoted name, hashed to PostgreSQL's 64-bit
-/// advisory keyspace): replicas of one install take turns; installs in
-/// other schemas of the database have other keys (W5).
-pub(super) struct ReplicaLock {
-    /// The quoted, schema-qualified `sweep_run`, bound as a parameter.
+/// The worker's lease (contract CO3, W4): one row of `sweep_worker_lease`
+/// per install (its schema), held by one replica at a time until it
+/// expires, renewed by a keeper task every third of
+/// [`crate::Options::run_lease`] while the replica checks and sweeps an
+/// occurrence. Each attempt, renewal and release is a short transaction of
+/// its own, so replicas coordinate through a connection pooler in
+/// transaction mode too (no session lock). Installs in other schemas have
+/// their own table (W5).
+pub(super) struct WorkerLease {
+    /// The quoted, schema-qualified `sweep_worker_lease`.
+    table: String,
+    /// The quoted, schema-qualified `sweep_run`.
     runs: String,
+    token: Uuid,
+    period: Duration,
+    keeper: Option<tokio::task::JoinHandle<()>>,
 }
 
-fn key_sql(f: &str) -> String {
-    format!(
-        "SELECT pg_catalog.{f}(pg_catalog.hashtextextended('cohort-worker|' OPERATOR(pg_catalog.||) \
-         $1::pg_catalog.text, 0))"
-    )
-}
+/// The lease's one row.
+const LEASE_NAME: &str = "scheduled worker";
 
-impl ReplicaLock {
-    pub(super) fn new(schema: &SchemaName) -> ReplicaLock {
-        ReplicaLock {
+impl WorkerLease {
+    pub(super) fn new(schema: &SchemaName, period: Duration) -> WorkerLease {
+        WorkerLease {
+            table: schema.table("sweep_worker_lease").to_string(),
             runs: schema.table("sweep_run").to_string(),
+            token: Uuid::new_v4(),
+            period,
+            keeper: None,
         }
     }
 
-    /// Takes the lock, trying again every `poll` while another replica holds
-    /// it (polling rather than waiting in PostgreSQL, so that shutdown never
-    /// leaves a backend queued for the lock). False when `shutdown` came first.
+    /// Takes the lease, trying again every `poll` while another replica
+    /// holds it, and keeps it renewed. False when `shutdown` came first.
     pub(super) async fn acquire(
-        &self,
-        conn: &mut PgConnection,
+        &mut self,
+        pool: &PgPool,
         poll: Duration,
         shutdown: &CancellationToken,
     ) -> Result<bool, Error> {
         loop {
-            let got: bool = sqlx::query_scalar(AssertSqlSafe(key_sql("pg_try_advisory_lock")))
-                .bind(&self.runs)
-                .fetch_one(&mut *conn)
-                .await?;
-            if got {
+            if take(pool, &self.table, self.token, self.period).await? {
+                let (pool, table, token, period) =
+                    (pool.clone(), self.table.clone(), self.token, self.period);
+                let every = (period / 3).max(Duration::from_millis(100));
+                self.keeper = Some(tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(every).await;
+                        match take(&pool, &table, token, period).await {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                tracing::warn!(
+                                    "cohort worker: another replica took the worker lease over"
+                                );
+                                return;
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cohort worker: renewing the worker lease failed")
+                            }
+                        }
+                    }
+                }));
                 return Ok(true);
             }
             tokio::select! {
@@ -59,11 +83,24 @@ impl ReplicaLock {
         }
     }
 
-    pub(super) async fn release(&self, conn: &mut PgConnection) -> Result<(), Error> {
-        sqlx::query(AssertSqlSafe(key_sql("pg_advisory_unlock")))
-            .bind(&self.runs)
-            .execute(conn)
-            .await?;
+    /// Gives the lease up at once (the next replica need not wait for it to
+    /// expire).
+    pub(super) async fn release(&mut self, pool: &PgPool) -> Result<(), Error> {
+        if let Some(keeper) = self.keeper.take() {
+            keeper.abort();
+        }
+        let mut tx = pool.begin().await?;
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {} SET expires_at = pg_catalog.clock_timestamp() \
+             WHERE lease_name OPERATOR(pg_catalog.=) $1 AND owner_token OPERATOR(pg_catalog.=) $2",
+            self.table
+        )))
+        .persistent(false)
+        .bind(LEASE_NAME)
+        .bind(self.token)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -89,13 +126,46 @@ impl ReplicaLock {
         .bind(occurrence)
         .fetch_optional(&mut *conn)
         .await?;
+        // Only the holder of the worker lease starts scheduled runs, and this
+        // worker holds it now: a scheduled run still `Started` was left by a
+        // holder that is gone (crashed, or stalled past the lease), so the
+        // occurrence is swept again. (The run itself is settled once its own
+        // lease expires; a stalled holder that wakes up finds its lease lost.)
         Ok(match latest {
             None => false,
-            Some((_, status)) if status == "Cancelled" => false,
-            Some((run_id, status)) if status == "Started" => {
-                !crate::run::owner_gone(conn, run_id).await?
-            }
+            Some((_, status)) if status == "Cancelled" || status == "Started" => false,
             Some(_) => true,
         })
     }
+}
+
+impl Drop for WorkerLease {
+    fn drop(&mut self) {
+        if let Some(keeper) = self.keeper.take() {
+            keeper.abort();
+        }
+    }
+}
+
+/// Takes or renews the lease for `token` when it is free, expired or
+/// already `token`'s; true when `token` holds it now.
+async fn take(pool: &PgPool, table: &str, token: Uuid, period: Duration) -> Result<bool, Error> {
+    let mut tx = pool.begin().await?;
+    let holder: Option<Uuid> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "INSERT INTO {table} AS l (lease_name, owner_token, expires_at) \
+         VALUES ($1, $2, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $3::pg_catalog.interval) \
+         ON CONFLICT (lease_name) DO UPDATE \
+             SET owner_token = EXCLUDED.owner_token, expires_at = EXCLUDED.expires_at \
+             WHERE l.expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp() \
+                OR l.owner_token OPERATOR(pg_catalog.=) EXCLUDED.owner_token \
+         RETURNING l.owner_token"
+    )))
+    .persistent(false)
+    .bind(LEASE_NAME)
+    .bind(token)
+    .bind(chrono::TimeDelta::from_std(period).unwrap_or(chrono::TimeDelta::MAX))
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(holder == Some(token))
 }

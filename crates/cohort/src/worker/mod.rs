@@ -24,20 +24,24 @@
 //!    once (the first entry wins; a warning is logged when the repeats
 //!    disagree on jurisdiction or tags). The nil UUID, or a failing source,
 //!    fails the occurrence before any pass.
-//! 2. It takes a session advisory lock keyed on the schema-qualified
-//!    `sweep_run` table, so that replicas of one install take turns and
-//!    installs in other schemas of the same database do not wait (W5).
-//!    The lock is tried, never waited for in PostgreSQL: a replica that
-//!    finds it taken tries again every [`crate::Options::poll_interval`]
-//!    (default 1 s) until it gets it or the worker is shut down, so a
-//!    second replica waits as long as the first one's claim check and
-//!    passes take (the whole occurrence), then finds the occurrence
-//!    claimed and skips. Waiting outside PostgreSQL means a shutdown never
-//!    leaves a backend queued on the lock.
+//! 2. It takes the worker's lease, the one row of the install's
+//!    `sweep_worker_lease` table (so installs in other schemas of the same
+//!    database do not wait, W5), and keeps it renewed every third of
+//!    [`crate::Options::run_lease`] while it works; each attempt is a short
+//!    transaction of its own, so replicas coordinate through a connection
+//!    pooler in transaction mode too (contract CO3). A replica that finds
+//!    the lease held tries again every [`crate::Options::poll_interval`]
+//!    (default 1 s) until it gets it or the worker is shut down: a second
+//!    replica waits as long as the first one's claim check and passes take
+//!    (the whole occurrence; the holder gives the lease up when it is
+//!    done), then finds the occurrence claimed and skips. If the holder
+//!    dies, its lease expires after `run_lease` and the next replica takes
+//!    it. Waiting outside PostgreSQL means a shutdown never leaves a
+//!    backend queued on a lock.
 //! 3. Under the lock it looks at the latest scheduled sweep of the same kind
 //!    (dry or real) whose logical time is at or after the occurrence. None:
 //!    the occurrence is swept. One still `Started` whose owner is gone (its
-//!    run lock is free: the process died), or `Cancelled` (shut down
+//!    lease expired: the process died), or `Cancelled` (shut down
 //!    mid-occurrence): the occurrence is swept again, every pass. Anything
 //!    else (`Succeeded`, `Failed`, `PartiallyFailed`, or a live run) claims
 //!    it and this worker skips (W4): a dry-run replica never stands in for
@@ -346,9 +350,9 @@ impl Worker {
         let mut conn = inner.pool.acquire().await?.detach();
         let result = async {
             self.cohort.ensure_ready(&mut conn).await?;
-            let lock = claim::ReplicaLock::new(&inner.schema);
+            let mut lock = claim::WorkerLease::new(&inner.schema, inner.options.run_lease);
             if !lock
-                .acquire(&mut conn, inner.options.poll_interval, shutdown)
+                .acquire(&inner.pool, inner.options.poll_interval, shutdown)
                 .await?
             {
                 report.cancelled = true;
@@ -369,7 +373,7 @@ impl Worker {
                 }
                 Err(e) => Err(e),
             };
-            lock.release(&mut conn).await?;
+            lock.release(&inner.pool).await?;
             outcome
         }
         .await;

@@ -128,7 +128,32 @@ fn options() -> Options {
         schema: LEDGER.into(),
         lock_wait: std::time::Duration::from_millis(20),
         inactive_hold_retention: Some(std::time::Duration::from_secs(3600)),
+        // Short, so a run that waits renews its lease (CO2).
+        run_lease: std::time::Duration::from_secs(1),
         ..Options::default()
+    }
+}
+
+/// While set, [`SlowStart`] holds each run for 700 ms after its `Started`
+/// event: long enough for the lease keeper (every third of the 1 s lease)
+/// to renew the run's lease at least once.
+static SLOW_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+struct SlowStart;
+
+impl cohort::ledger::AuditObserver for SlowStart {
+    fn on_event<'a>(
+        &'a self,
+        event: &'a cohort::ledger::AuditEvent,
+    ) -> cohort::BoxFuture<'a, Result<(), cohort::policy::ProviderError>> {
+        Box::pin(async move {
+            if SLOW_START.load(std::sync::atomic::Ordering::SeqCst)
+                && matches!(event, cohort::ledger::AuditEvent::Started { .. })
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -139,6 +164,7 @@ fn builder(db: &TestDb) -> CohortBuilder {
         .entity::<Note>()
         .entity::<Contact>()
         .entity::<Ticket>()
+        .observer(SlowStart)
 }
 
 fn role(db: &TestDb) -> &str {
@@ -263,6 +289,27 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
             .await,
         &mut failed,
     );
+
+    // A run that waits renews its lease (the keeper writes its expiry).
+    SLOW_START.store(true, std::sync::atomic::Ordering::SeqCst);
+    let waited = cohort.sweep(&scope_a(), now).await;
+    SLOW_START.store(false, std::sync::atomic::Ordering::SeqCst);
+    match waited {
+        Ok(r) => {
+            let renewed: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT lease_expires_at > started_at + interval '1.2 seconds' \
+                 FROM \"{LEDGER}\".sweep_run WHERE run_id = $1"
+            )))
+            .bind(r.run_id)
+            .fetch_one(db.pool())
+            .await
+            .expect("the run");
+            if !renewed {
+                failed.push("the run's lease was never renewed".to_owned());
+            }
+        }
+        Err(e) => failed.push(format!("slow sweep: {e}")),
+    }
 
     // The scheduled worker: an occurrence (its claim check reads the
     // ledger's runs) and the same occurrence again, found claimed.
@@ -567,9 +614,10 @@ async fn the_generated_grants_are_exactly_what_the_engine_needs() {
         }
         assert!(
             failed.is_empty()
-                || failed
-                    .iter()
-                    .any(|f| f.contains("42501") || f.contains("permission denied")),
+                || failed.iter().any(|f| f.contains("42501")
+                        || f.contains("permission denied")
+                        // The lease keeper only logs a refused renewal.
+                        || f.contains("lease was never renewed")),
             "{privilege:?}: failed for another reason: {failed:#?}"
         );
         // The fix the problem names restores it.

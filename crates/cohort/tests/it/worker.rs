@@ -137,6 +137,8 @@ fn options() -> Options {
     Options {
         batch_size: 10,
         poll_interval: StdDuration::from_millis(20),
+        // A crashed worker's lease (and its run's) expires within a second.
+        run_lease: StdDuration::from_secs(1),
         ..Options::default()
     }
 }
@@ -275,10 +277,12 @@ fn options_load_from_a_toml_file_and_environment_with_figment() {
             time_zone = "Europe/Berlin"
             "#,
         )?;
-        jail.set_env("COHORT_WORKER__DRY_RUN", "true");
+        // A prefix of the test's own: the variables this process inherits
+        // (COHORT_TEST_ROLE, ...) are not settings and must not count.
+        jail.set_env("COHORT_FIGMENT_TEST_WORKER__DRY_RUN", "true");
         let options: Options = figment::Figment::from(Serialized::defaults(Options::default()))
             .merge(Toml::file("retention.toml"))
-            .merge(Env::prefixed("COHORT_").split("__"))
+            .merge(Env::prefixed("COHORT_FIGMENT_TEST_").split("__"))
             .extract()?;
         assert_eq!(options.batch_size, 500);
         assert_eq!(options.worker.schedule, "30 3 * * *");

@@ -788,6 +788,7 @@ async fn settling_an_abandoned_run_seals_it_with_its_summaries() {
     let c = Cohort::builder(db.pool().clone())
         .options(Options {
             settle_timeout: std::time::Duration::from_secs(1),
+            run_lease: std::time::Duration::from_secs(1),
             ..Options::default()
         })
         .rules(TestRules::new().with(

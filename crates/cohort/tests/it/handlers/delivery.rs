@@ -1090,6 +1090,7 @@ async fn the_dispatcher_settles_an_abandoned_run_so_its_waiting_work_can_go() {
     let opts = Options {
         batch_size: 2,
         settle_timeout: StdDuration::from_secs(1),
+        run_lease: StdDuration::from_secs(1),
         ..options()
     };
     let waiting = RowHandlerOptions::new()
@@ -1108,6 +1109,7 @@ async fn the_dispatcher_settles_an_abandoned_run_so_its_waiting_work_can_go() {
         .options(Options {
             batch_size: 2,
             settle_timeout: StdDuration::from_secs(1),
+            run_lease: StdDuration::from_secs(1),
             observer_timeout: StdDuration::from_secs(600),
             ..options()
         })

@@ -104,11 +104,13 @@ async fn settling_an_abandoned_run_also_settles_its_running_summaries() {
     );
 }
 
-/// On the first batch's progress, terminates the backend that holds the run's
-/// lock (the run's own connection), from a connection of its own, and waits
-/// for it to exit. Records what it did.
+/// On the first batch's progress, terminates the run's own connection (the
+/// backend `run_backend` names: the engine's pool has one connection, which
+/// the run took out of it), from a connection of its own, and waits for it
+/// to exit. Records what it did.
 struct TerminateTheRun {
     pool: sqlx::PgPool,
+    run_backend: Arc<Mutex<Option<i32>>>,
     done: AtomicBool,
     terminated: Arc<Mutex<Option<(Uuid, i64)>>>,
 }
@@ -122,19 +124,13 @@ impl AuditObserver for TerminateTheRun {
             if self.done.swap(true, Ordering::SeqCst) {
                 return Ok(());
             }
-            // A run lock is a single-bigint advisory lock: pg_locks shows its
-            // high 32 bits as classid, the low ones as objid, objsubid 1.
+            let pid = *self.run_backend.lock().expect("pid");
             let terminated: i64 = sqlx::query_scalar(
-                "WITH k AS (SELECT pg_catalog.hashtextextended('cohort-run|' || $1::text, 0) AS k) \
-                 SELECT count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(l.pid, 10000)) \
-                 FROM pg_catalog.pg_locks l, k \
-                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 \
-                   AND l.database = (SELECT oid FROM pg_catalog.pg_database \
-                                     WHERE datname = pg_catalog.current_database()) \
-                   AND l.classid = ((k.k >> 32) & 4294967295)::int8::oid \
-                   AND l.objid = (k.k & 4294967295)::int8::oid",
+                "SELECT count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(a.pid, 10000)) \
+                 FROM pg_catalog.pg_stat_activity a \
+                 WHERE a.pid = $1 AND a.datname = pg_catalog.current_database()",
             )
-            .bind(run_id)
+            .bind(pid)
             .fetch_one(&self.pool)
             .await?;
             *self.terminated.lock().expect("terminated") = Some((*run_id, terminated));
@@ -148,7 +144,25 @@ impl AuditObserver for TerminateTheRun {
 async fn a_run_whose_connection_is_lost_returns_an_error_naming_the_run() {
     let db = db_with_tables().await;
     let terminated = Arc::new(Mutex::new(None));
-    let cohort = Cohort::builder(db.pool().clone())
+    // The engine's pool: one connection, whose backend it records.
+    let run_backend = Arc::new(Mutex::new(None));
+    let recorded = run_backend.clone();
+    let engine = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .after_connect(move |conn, _| {
+            let recorded = recorded.clone();
+            Box::pin(async move {
+                let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                    .fetch_one(&mut *conn)
+                    .await?;
+                recorded.lock().expect("pid").get_or_insert(pid);
+                Ok(())
+            })
+        })
+        .connect_with(db.options())
+        .await
+        .expect("engine pool");
+    let cohort = Cohort::builder(engine)
         .options(Options {
             batch_size: 2,
             settle_timeout: StdDuration::from_secs(1),
@@ -159,6 +173,7 @@ async fn a_run_whose_connection_is_lost_returns_an_error_naming_the_run() {
         .entity::<SessionNote>()
         .observer(TerminateTheRun {
             pool: db.pool().clone(),
+            run_backend,
             done: AtomicBool::new(false),
             terminated: terminated.clone(),
         })
@@ -185,12 +200,15 @@ async fn a_run_whose_connection_is_lost_returns_an_error_naming_the_run() {
         "the first batch stays committed, nothing after it ran"
     );
 
-    // The run is then settled like any abandoned one, its summary too.
-    sqlx::query("UPDATE sweep_run SET started_at = now() - interval '1 hour' WHERE run_id = $1")
-        .bind(run_id)
-        .execute(db.pool())
-        .await
-        .expect("age the run");
+    // The run is then settled like any abandoned one, its summary too, once
+    // its lease has expired (its keeper stopped with the run).
+    sqlx::query(
+        "UPDATE sweep_run SET lease_expires_at = now() - interval '1 second' WHERE run_id = $1",
+    )
+    .bind(run_id)
+    .execute(db.pool())
+    .await
+    .expect("expire the lease");
     assert_eq!(cohort.settle_abandoned_runs().await.expect("settle"), 1);
     assert_eq!(run_status(&db, run_id).await, "Failed");
     let (status, affected, ..) = ledger_summary(&db, run_id, "SessionNote").await;

@@ -49,7 +49,7 @@ async fn sweeper(world: &World, options: Options, settings: &[(&str, &str)]) -> 
 
 /// Runs every abandoned run's settlement until no run is `Started` (the
 /// workload has finished, so every `Started` run is abandoned; settling
-/// waits for `settle_timeout`, 1 s here, and for the run's lock).
+/// waits until the run's lease, 1 s here, expired).
 async fn settle_all(world: &World) -> u64 {
     let mut settled = 0;
     for _ in 0..600 {

@@ -482,11 +482,13 @@ pub fn error_kind(e: &Error) -> String {
     }
 }
 
-/// Options for the suite: `settle_timeout` short enough for R2's recovery.
+/// Options for the suite: a lease (and `settle_timeout`) short enough for
+/// R2's recovery.
 pub fn options(batch_size: u32) -> Options {
     Options {
         batch_size,
         settle_timeout: Duration::from_secs(1),
+        run_lease: Duration::from_secs(1),
         ..Options::default()
     }
 }

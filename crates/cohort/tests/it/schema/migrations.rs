@@ -91,7 +91,8 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 id(3, "cohort_row_handlers"),
                 id(4, "cohort_evidence_chain"),
                 id(5, "cohort_entity_registry"),
-                id(6, "cohort_erasure_subject")
+                id(6, "cohort_erasure_subject"),
+                id(7, "cohort_leases")
             ]
         );
 
@@ -109,7 +110,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2, 3, 4, 5, 6], "schema {name:?}");
+        assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7], "schema {name:?}");
     }
 }
 
@@ -120,7 +121,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 9);
+    assert_eq!(written.len(), 10);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -186,7 +187,7 @@ async fn insert_ledger_and_holds(db: &TestDb, s: &str, entity: Uuid) {
 /// rest. Migration 6's `subject_hmac` is NULL on every run written before it.
 const EVIDENCE_COLUMNS: &str = "{chain_seq,chain_prev,chain_hash,chain_payload,chain_summaries,chain_summaries_head,\
      chain_details,chain_details_head,legal_minimum_count,removal_seq,removal_prev,removal_hash,chain_bridges,\
-     subject_hmac}";
+     subject_hmac,owner_token,lease_expires_at}";
 
 /// The five tables of migration 1, which hold the data upgrades must keep
 /// (the registry of migration 5 starts empty).
@@ -226,13 +227,14 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 6);
+    assert_eq!(at_1.required_version, 7);
     let missing = vec![
         id(2, "cohort_entity_fence"),
         id(3, "cohort_row_handlers"),
         id(4, "cohort_evidence_chain"),
         id(5, "cohort_entity_registry"),
         id(6, "cohort_erasure_subject"),
+        id(7, "cohort_leases"),
     ];
     assert_eq!(at_1.missing_migrations, missing);
     // The missing migrations are the one problem: what they add is not listed again.
@@ -240,16 +242,16 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 6,
+            required: 7,
             missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 6: apply migration(s) \
+            "Cohort's schema is at version 1, this library needs 7: apply migration(s) \
              2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain), \
-             5 (cohort_entity_registry), 6 (cohort_erasure_subject)"
+             5 (cohort_entity_registry), 6 (cohort_erasure_subject), 7 (cohort_leases)"
         ),
         "{at_1}"
     );
@@ -482,19 +484,28 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 6,
+                required: 7,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
                     id(3, "cohort_row_handlers"),
                     id(4, "cohort_evidence_chain"),
                     id(5, "cohort_entity_registry"),
-                    id(6, "cohort_erasure_subject")
+                    id(6, "cohort_erasure_subject"),
+                    id(7, "cohort_leases")
                 ],
             },
             ReadinessProblem::MissingColumn {
                 table: "sweep_run",
                 column: "subject_hmac",
+            },
+            ReadinessProblem::MissingColumn {
+                table: "sweep_run",
+                column: "owner_token",
+            },
+            ReadinessProblem::MissingColumn {
+                table: "sweep_run",
+                column: "lease_expires_at",
             },
             ReadinessProblem::WrongNullability {
                 table: "sweep_row_handler_status",
@@ -511,14 +522,18 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
             ReadinessProblem::MissingTable {
                 table: "retention_entities"
             },
+            ReadinessProblem::MissingTable {
+                table: "sweep_worker_lease"
+            },
         ],
         "{report}"
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 6): \
+            "no Cohort schema version is recorded on sweep_run (this library needs 7): \
                  apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
-                 4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject)"
+                 4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject), \
+                 7 (cohort_leases)"
         ),
         "{report}"
     );
@@ -563,7 +578,8 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
             id(3, "cohort_row_handlers"),
             id(4, "cohort_evidence_chain"),
             id(5, "cohort_entity_registry"),
-            id(6, "cohort_erasure_subject")
+            id(6, "cohort_erasure_subject"),
+            id(7, "cohort_leases")
         ]
     );
     let triggers: i64 = sqlx::query_scalar(
@@ -600,7 +616,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 9] = [
+    let expected: [(i64, MigrationType, &str); 10] = [
         (
             1,
             MigrationType::Simple,
@@ -645,6 +661,11 @@ fn published_migrations_never_change() {
             6,
             MigrationType::ReversibleDown,
             "31e85ccf7ebe1b3ce21efe575b7cf587f8a7701ca32a8113dd08ac532512d789161b732fd8eb051191dcbe2a559bf9dd",
+        ),
+        (
+            7,
+            MigrationType::Simple,
+            "3cc8ec94c99c067e1337f4616389ae628bc8b0b5034b930231d2a790461f2f814a22006f6689ecc590505b45883ccf8e",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())

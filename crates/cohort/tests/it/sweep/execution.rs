@@ -747,6 +747,8 @@ async fn a_run_whose_future_is_dropped_mid_batch_is_settled_once_its_connection_
     let cohort = Cohort::builder(support::app_pool(&db).await)
         .options(Options {
             settle_timeout: StdDuration::from_secs(1),
+            // Settled once the lease of the dropped run expired (CO2).
+            run_lease: StdDuration::from_secs(1),
             ..Options::default()
         })
         .rules(rules(Strategy::Purge))
