@@ -558,17 +558,3 @@ fn check_handlers(
     crate::handlers::registry::rank(&mut out);
     out
 }
-
-/// Registers a descriptor built at run time instead of by
-/// `#[derive(Retained)]`: the `cohort` command builds its model file's
-/// descriptors with the constructors of `cohort::__private` and registers
-/// them here. Not public API (re-exported hidden as
-/// `cohort::__private::register_descriptor`); validation treats such a
-/// descriptor exactly like a derived one.
-pub fn register_descriptor(
-    mut builder: CohortBuilder,
-    descriptor: &'static EntityDescriptor,
-) -> CohortBuilder {
-    builder.descriptors.push(descriptor);
-    builder
-}
