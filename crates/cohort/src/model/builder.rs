@@ -115,8 +115,8 @@ impl FieldRole {
         FieldRole::AnonymisedAt,
     ];
 
-    /// The derive's attribute key for the role (`record_id`, `anonymise`,
-    /// ...), which is also the builder's method name.
+    /// The derive's attribute key for the role (`anchor`, `record_id`,
+    /// `anonymise`, ...); a marker's key is also its builder method's name.
     pub const fn key(self) -> &'static str {
         match self {
             FieldRole::Anchor => "anchor",
