@@ -292,6 +292,35 @@ impl CohortBuilder {
         self
     }
 
+    /// Registers a descriptor built at run time with
+    /// [`EntityDescriptor::builder`] (see [`crate::model`]), or any other
+    /// descriptor: `.entity_descriptor(T::descriptor())` is `.entity::<T>()`.
+    /// [`build`](Self::build) validates it exactly like a derived one.
+    ///
+    /// ```no_run
+    /// use cohort::model::{EntityDescriptor, FieldSpec};
+    ///
+    /// # async fn f(pool: sqlx::PgPool, rules: impl cohort::RuleProvider) -> Result<(), cohort::Error> {
+    /// let notes = EntityDescriptor::builder("SessionNote", "session-notes", "created_at")
+    ///     .id_str("a3f467fe-c5d0-4f17-9897-83c373cc1dc8")
+    ///     .table("session_notes")
+    ///     .fields(["id", "tenant_id", "created_at"])
+    ///     .field(FieldSpec::new("body").rust_type("text"))
+    ///     .build()?; // every mistake at once, as the derive reports them
+    /// let cohort = cohort::Cohort::builder(pool)
+    ///     .rules(rules)
+    ///     .entity_descriptor(notes)
+    ///     .build()
+    ///     .await?;
+    /// # let _ = cohort;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn entity_descriptor(mut self, descriptor: &'static EntityDescriptor) -> Self {
+        self.descriptors.push(descriptor);
+        self
+    }
+
     /// Sets the host's secret key for subject hashes. Each erasure then
     /// records HMAC-SHA256(key, subject) with its run (never the subject
     /// itself), and [`crate::evidence::certificate`] refuses to certify a
@@ -528,18 +557,4 @@ fn check_handlers(
     }
     crate::handlers::registry::rank(&mut out);
     out
-}
-
-/// Registers a descriptor built at run time instead of by
-/// `#[derive(Retained)]`: the `cohort` command builds its model file's
-/// descriptors with the constructors of `cohort::__private` and registers
-/// them here. Not public API (re-exported hidden as
-/// `cohort::__private::register_descriptor`); validation treats such a
-/// descriptor exactly like a derived one.
-pub fn register_descriptor(
-    mut builder: CohortBuilder,
-    descriptor: &'static EntityDescriptor,
-) -> CohortBuilder {
-    builder.descriptors.push(descriptor);
-    builder
 }

@@ -53,18 +53,15 @@ pub mod __private {
     //! Paths the derive macro's output uses. Not part of the public API: the
     //! derive is released with this crate (`cohort-derive` is pinned to the
     //! same exact version) and anything here may change in any release.
-    //! Descriptors are built only through these constructors, so their fields
-    //! stay private.
+    //! The derive's statics are built only through these constructors, so
+    //! descriptor fields stay private; descriptors built at run time use the
+    //! public, checked `cohort::model::EntityDescriptor::builder` instead.
     pub use crate::model::descriptor::{
         anonymise_custom, anonymise_empty_string, anonymise_literal, anonymise_named,
         anonymise_null, anonymised_field, entity_descriptor, exempt, field_descriptor, markers,
         retained,
     };
     pub use uuid::Uuid;
-
-    /// Registers a descriptor built at run time (the `cohort` command's
-    /// model file).
-    pub use crate::cohort::register_descriptor;
 }
 
 /// The model guide (`docs/model.md`), compiled as doctests.

@@ -6,6 +6,7 @@ mod demo;
 mod evidence;
 mod holds;
 mod init;
+mod rows;
 mod runs;
 mod schedule;
 mod schema;

@@ -10,6 +10,7 @@ use sqlx::{AssertSqlSafe, PgPool, Row};
 use uuid::Uuid;
 
 use super::Ctx;
+use super::rows::SummaryJson;
 use crate::cli::{RunsCommand, RunsListArgs, RunsShowArgs};
 use crate::db::qualified;
 use crate::error::{CliError, CliResult};
@@ -24,7 +25,13 @@ const STATUSES: &[&str] = &[
 ];
 const KINDS: &[&str] = &["Sweep", "Erasure"];
 
-/// A run as JSON (`runs list`, `runs show`).
+/// A run as JSON (`runs list`, `runs show`): a run as the ledger keeps it.
+/// `sweep` and `erase` print the run they just finished instead
+/// ([`super::sweep::RunJson`]), a different shape: there the logical time is
+/// `now` (here `logical_now`), the summaries and exempt tables are inline,
+/// and the trigger, the tenant, the database's times, the run's error and
+/// its held total are not given. The per-table counts are one type,
+/// [`SummaryJson`], in both.
 #[derive(Debug, Serialize)]
 pub(crate) struct RunRowJson {
     /// The run's id.
@@ -53,41 +60,6 @@ pub(crate) struct RunRowJson {
     pub(crate) error: Option<String>,
 }
 
-/// One summary of a run (`runs show`).
-#[derive(Debug, Serialize)]
-pub(crate) struct SummaryRowJson {
-    /// The table's name as the run recorded it.
-    pub(crate) entity: String,
-    /// Its retained-entity id.
-    pub(crate) entity_id: Uuid,
-    /// Its category.
-    pub(crate) category: String,
-    /// The tenant.
-    pub(crate) tenant_id: Uuid,
-    /// The strategy (`Unresolved` when no rule resolved).
-    pub(crate) strategy: String,
-    /// `Running`, `Succeeded`, `Failed` or `Cancelled`.
-    pub(crate) status: String,
-    /// Rows changed.
-    pub(crate) affected: i64,
-    /// Rows held.
-    pub(crate) held: i64,
-    /// Rows left for a later run.
-    pub(crate) skipped: i64,
-    /// Rows with a NULL anchor (or blocked by a legal minimum, in an erasure).
-    pub(crate) null_anchor: i64,
-    /// The period applied (ISO 8601).
-    pub(crate) applied_period: Option<String>,
-    /// The cutoff applied.
-    pub(crate) cutoff: Option<String>,
-    /// The rule's source.
-    pub(crate) rule_source: Option<String>,
-    /// The rule's reason.
-    pub(crate) rule_reason: Option<String>,
-    /// The sanitized error.
-    pub(crate) error: Option<String>,
-}
-
 /// One per-row audit record (`runs show --rows N`).
 #[derive(Debug, Serialize)]
 pub(crate) struct RowJson {
@@ -109,7 +81,7 @@ pub(crate) struct RunShowJson {
     /// The run.
     pub(crate) run: RunRowJson,
     /// One summary per table.
-    pub(crate) summaries: Vec<SummaryRowJson>,
+    pub(crate) summaries: Vec<SummaryJson>,
     /// How many per-row audit records the run has.
     pub(crate) row_details: i64,
     /// The first of them, when asked for.
@@ -148,6 +120,16 @@ impl Tables {
 
 fn t(d: DateTime<Utc>) -> String {
     time(&d)
+}
+
+/// A count column of the ledger (`bigint`, never negative: a check
+/// constraint says so), as the `u64` a run's result has.
+fn count(r: &PgRow, column: &str) -> Result<u64, sqlx::Error> {
+    let n: i64 = r.try_get(column)?;
+    u64::try_from(n).map_err(|e| sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: Box::new(e),
+    })
 }
 
 fn run_row(r: &PgRow) -> Result<RunRowJson, sqlx::Error> {
@@ -269,17 +251,17 @@ pub(crate) async fn show(
         .await?
         .iter()
         .map(|r| {
-            Ok(SummaryRowJson {
+            Ok(SummaryJson {
                 entity: r.try_get("entity_type")?,
                 entity_id: r.try_get("retained_entity_id")?,
                 category: r.try_get("category")?,
                 tenant_id: r.try_get("tenant_id")?,
-                strategy: r.try_get("strategy")?,
-                status: r.try_get("status")?,
-                affected: r.try_get("affected_count")?,
-                held: r.try_get("held_count")?,
-                skipped: r.try_get("skipped_count")?,
-                null_anchor: r.try_get("null_anchor_count")?,
+                strategy: Some(r.try_get("strategy")?),
+                status: Some(r.try_get("status")?),
+                affected: count(r, "affected_count")?,
+                held: count(r, "held_count")?,
+                skipped: count(r, "skipped_count")?,
+                null_anchor: count(r, "null_anchor_count")?,
                 applied_period: r.try_get("applied_period")?,
                 cutoff: r.try_get::<Option<DateTime<Utc>>, _>("cutoff")?.map(t),
                 rule_source: r.try_get("rule_source")?,
@@ -391,8 +373,8 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
         t.add_row(vec![
             x.entity.clone(),
             x.category.clone(),
-            x.strategy.clone(),
-            x.status.clone(),
+            opt(x.strategy.as_deref()),
+            opt(x.status.as_deref()),
             x.affected.to_string(),
             x.held.to_string(),
             x.skipped.to_string(),

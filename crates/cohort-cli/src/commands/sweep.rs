@@ -9,6 +9,7 @@ use cohort::{
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::rows::SummaryJson;
 use super::{Ctx, names, scope};
 use crate::cli::{EraseArgs, ScopeArgs, SweepArgs};
 use crate::error::{CliError, CliResult};
@@ -61,7 +62,13 @@ pub(crate) struct ExemptJson {
     pub(crate) reason: String,
 }
 
-/// A sweep's or an erasure's result as JSON.
+/// A sweep's or an erasure's result as JSON: the run that just finished,
+/// with its summaries and the exempt tables inline. `runs list` and `runs
+/// show` print a run from the ledger instead ([`super::runs::RunRowJson`]),
+/// a different shape: there the logical time is `logical_now` (here `now`),
+/// and the trigger, the tenant, the database's start and settle times, the
+/// run's error and its held total are given, which a finished run's result
+/// does not carry (its summaries do: held rows and errors are per table).
 #[derive(Debug, Serialize)]
 pub(crate) struct RunJson {
     /// The run's id in the ledger.
@@ -80,39 +87,6 @@ pub(crate) struct RunJson {
     pub(crate) summaries: Vec<SummaryJson>,
     /// Tables explicitly exempt.
     pub(crate) exempt: Vec<ExemptJson>,
-}
-
-/// One table's counts in a run.
-#[derive(Debug, Serialize)]
-pub(crate) struct SummaryJson {
-    /// The model's name for the table.
-    pub(crate) entity: String,
-    /// Its retained-entity id.
-    pub(crate) entity_id: Uuid,
-    /// Its category.
-    pub(crate) category: String,
-    /// The tenant (the nil UUID for tenantless runs).
-    pub(crate) tenant_id: Uuid,
-    /// The strategy applied (null when no rule resolved).
-    pub(crate) strategy: Option<&'static str>,
-    /// Rows changed.
-    pub(crate) affected: u64,
-    /// Rows protected by a legal hold.
-    pub(crate) held: u64,
-    /// Rows left for a later run (locked, changed meanwhile).
-    pub(crate) skipped: u64,
-    /// Rows with a NULL anchor (or blocked by a legal minimum, in an erasure).
-    pub(crate) null_anchor: u64,
-    /// The period applied, ISO 8601.
-    pub(crate) applied_period: Option<String>,
-    /// The cutoff applied.
-    pub(crate) cutoff: Option<String>,
-    /// The rule's source.
-    pub(crate) rule_source: Option<String>,
-    /// The rule's reason.
-    pub(crate) rule_reason: Option<String>,
-    /// The sanitized failure, when the table failed.
-    pub(crate) error: Option<String>,
 }
 
 fn name_of(names: &HashMap<Uuid, String>, id: Uuid, fallback: &str) -> String {
@@ -210,7 +184,8 @@ pub(crate) fn run_json(r: &RunResult, model: &Model) -> RunJson {
                 entity_id: s.entity_id,
                 category: s.category.to_owned(),
                 tenant_id: s.tenant_id,
-                strategy: s.strategy.map(|s| s.as_str()),
+                strategy: s.strategy.map(|s| s.as_str().to_owned()),
+                status: None,
                 affected: s.affected,
                 held: s.held,
                 skipped: s.skipped,
@@ -260,7 +235,7 @@ pub(crate) fn print_run(json: &RunJson) -> CliResult {
         t.add_row(vec![
             s.entity.clone(),
             s.category.clone(),
-            opt(s.strategy),
+            opt(s.strategy.as_deref()),
             s.affected.to_string(),
             s.held.to_string(),
             s.skipped.to_string(),

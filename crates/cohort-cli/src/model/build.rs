@@ -1,12 +1,10 @@
 //! The model as the library sees it: `&'static EntityDescriptor`s, built
-//! at start-up through the hidden `cohort::__private` constructors that
-//! `#[derive(Retained)]`'s output calls.
-//!
-//! That path is internal to the workspace: `cohort-derive` is pinned to the
-//! library's exact version and so is this crate (a path dependency of the
-//! same workspace), so the constructors and this code change together. The
-//! strings and slices are leaked once, at start-up, because descriptors are
-//! `'static` (a derived type's live in the binary's read-only data).
+//! at start-up with the library's public runtime builder
+//! (`cohort::model::EntityDescriptor::builder`), which makes the checks
+//! `#[derive(Retained)]` makes at compile time, and registered with
+//! `CohortBuilder::entity_descriptor`. The builder leaks each descriptor
+//! once (descriptors are `'static`, as a derived type's are); the command
+//! builds its model once per run.
 //!
 //! Each descriptor lists every column of its table as a field (field name =
 //! column name), as if a struct declared them all, so the conventions
@@ -14,13 +12,15 @@
 //! settings' `conventions`) find their columns exactly as they find a
 //! derived type's fields. Columns the model names but the table lacks are
 //! listed too, so the library's live-catalog validation reports them by
-//! name.
+//! name. A model file has no Rust types: every field is declared optional,
+//! so `anonymise = "null"` is checked against the live column (NOT NULL, or
+//! a NOT NULL domain: contract V6) with the model's other problems, and its
+//! label is the column's SQL type.
 
 use std::sync::Arc;
 
-use cohort::__private as ctor;
-use cohort::model::{AnonymisedField, EntityDescriptor, FieldDescriptor};
-use cohort::{Cohort, CohortBuilder};
+use cohort::model::{DescriptorError, EntityDescriptor, FieldSpec};
+use cohort::{Cohort, CohortBuilder, ValidationReport};
 use sqlx::{PgPool, Row};
 
 use super::rules::FileRules;
@@ -29,14 +29,6 @@ use crate::anonymisers::{HASH_NAME, keyed_hash, mask, mask_name};
 use crate::error::CliResult;
 use crate::settings::Settings;
 
-fn leak(s: &str) -> &'static str {
-    Box::leak(s.to_owned().into_boxed_str())
-}
-
-fn leak_opt(s: Option<&str>) -> Option<&'static str> {
-    s.map(leak)
-}
-
 /// A column of a table, as the catalog has it.
 #[derive(Debug, Clone)]
 pub(crate) struct CatalogColumn {
@@ -44,8 +36,6 @@ pub(crate) struct CatalogColumn {
     pub(crate) name: String,
     /// Its type, as `format_type` prints it.
     pub(crate) sql_type: String,
-    /// Whether it accepts NULL.
-    pub(crate) nullable: bool,
 }
 
 /// The columns of `schema.table` in order; empty when there is no such
@@ -57,8 +47,7 @@ pub(crate) async fn table_columns(
 ) -> CliResult<Vec<CatalogColumn>> {
     let rows = sqlx::query(
         "SELECT a.attname::pg_catalog.text AS name, \
-                pg_catalog.format_type(a.atttypid, a.atttypmod) AS sql_type, \
-                NOT a.attnotnull AS nullable \
+                pg_catalog.format_type(a.atttypid, a.atttypmod) AS sql_type \
          FROM pg_catalog.pg_attribute a \
          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid \
          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
@@ -76,7 +65,6 @@ pub(crate) async fn table_columns(
             Ok(CatalogColumn {
                 name: r.try_get("name")?,
                 sql_type: r.try_get("sql_type")?,
-                nullable: r.try_get("nullable")?,
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()
@@ -84,14 +72,28 @@ pub(crate) async fn table_columns(
 }
 
 /// The descriptor of a retained table.
-fn retained(e: &Entity, columns: &[CatalogColumn]) -> &'static EntityDescriptor {
-    let mut fields: Vec<FieldDescriptor> = columns
-        .iter()
-        .map(|c| {
-            let name = leak(&c.name);
-            ctor::field_descriptor(name, name, c.nullable, leak(&c.sql_type))
-        })
-        .collect();
+fn retained(
+    e: &Entity,
+    columns: &[CatalogColumn],
+) -> Result<&'static EntityDescriptor, DescriptorError> {
+    let mut b = EntityDescriptor::builder(e.name.clone(), e.category.clone(), e.anchor.clone())
+        .id(e.id)
+        .table(e.table.clone());
+    if let Some(schema) = &e.schema {
+        b = b.schema(schema.clone());
+    }
+    if e.tenantless {
+        b = b.tenantless();
+    }
+    let mut declared: Vec<&str> = Vec::with_capacity(columns.len());
+    for c in columns {
+        b = b.field(
+            FieldSpec::new(c.name.clone())
+                .optional()
+                .rust_type(c.sql_type.clone()),
+        );
+        declared.push(&c.name);
+    }
     let mut named: Vec<&str> = vec![e.anchor.as_str()];
     named.extend(
         [
@@ -108,61 +110,70 @@ fn retained(e: &Entity, columns: &[CatalogColumn]) -> &'static EntityDescriptor 
     named.extend(e.anonymise.iter().map(|(c, _)| c.as_str()));
     named.extend(e.erasure_subjects.iter().map(String::as_str));
     for n in named {
-        if !fields.iter().any(|f| f.field() == n) {
-            let name = leak(n);
-            fields.push(ctor::field_descriptor(name, name, true, "(missing)"));
+        if !declared.contains(&n) {
+            b = b.field(
+                FieldSpec::new(n.to_owned())
+                    .optional()
+                    .rust_type("(missing)"),
+            );
+            declared.push(n);
         }
     }
-    let anonymise: Vec<AnonymisedField> = e
-        .anonymise
-        .iter()
-        .map(|(column, method)| {
-            let method = match method {
-                Anonymise::Null => ctor::anonymise_null(),
-                Anonymise::Empty => ctor::anonymise_empty_string(),
-                Anonymise::Literal(text) => ctor::anonymise_literal(leak(text)),
-                Anonymise::Hash => ctor::anonymise_named(HASH_NAME),
-                Anonymise::Mask(m) => ctor::anonymise_named(leak(&mask_name(m))),
-            };
-            ctor::anonymised_field(leak(column), method)
-        })
-        .collect();
-    let subjects: Vec<&'static str> = e.erasure_subjects.iter().map(|s| leak(s)).collect();
-    let markers = ctor::markers(
-        leak_opt(e.record_id.as_deref()),
-        leak_opt(e.tenant.as_deref()),
-        leak_opt(e.soft_delete.as_deref()),
-        leak_opt(e.deleted_at.as_deref()),
-        leak_opt(e.anonymised_at.as_deref()),
-    );
-    Box::leak(Box::new(ctor::entity_descriptor(
-        leak(&e.name),
-        ctor::retained(leak(&e.category), leak(&e.anchor)),
-        Some(e.id),
-        leak(&e.table),
-        leak_opt(e.schema.as_deref()),
-        e.tenantless,
-        Box::leak(fields.into_boxed_slice()),
-        markers,
-        Box::leak(anonymise.into_boxed_slice()),
-        Box::leak(subjects.into_boxed_slice()),
-    )))
+    if let Some(field) = &e.record_id {
+        b = b.record_id(field.clone());
+    }
+    if let Some(field) = &e.tenant {
+        b = b.tenant(field.clone());
+    }
+    if let Some(field) = &e.soft_delete {
+        b = b.soft_delete(field.clone());
+    }
+    if let Some(field) = &e.deleted_at {
+        b = b.deleted_at(field.clone());
+    }
+    if let Some(field) = &e.anonymised_at {
+        b = b.anonymised_at(field.clone());
+    }
+    for (column, method) in &e.anonymise {
+        let column = column.clone();
+        b = match method {
+            Anonymise::Null => b.anonymise_null(column),
+            Anonymise::Empty => b.anonymise_empty(column),
+            Anonymise::Literal(text) => b.anonymise_literal(column, text.clone()),
+            Anonymise::Hash => b.anonymise_named(column, HASH_NAME),
+            Anonymise::Mask(m) => b.anonymise_named(column, mask_name(m)),
+        };
+    }
+    for subject in &e.erasure_subjects {
+        b = b.erasure_subject(subject.clone());
+    }
+    b.build()
 }
 
 /// The descriptor of an exempt table.
-fn exempt(x: &Exempt) -> &'static EntityDescriptor {
-    Box::leak(Box::new(ctor::entity_descriptor(
-        leak(&x.name),
-        ctor::exempt(leak(&x.reason)),
-        x.id,
-        leak(&x.table),
-        leak_opt(x.schema.as_deref()),
-        false,
-        &[],
-        ctor::markers(None, None, None, None, None),
-        &[],
-        &[],
-    )))
+fn exempt(x: &Exempt) -> Result<&'static EntityDescriptor, DescriptorError> {
+    let mut b =
+        EntityDescriptor::exempt_builder(x.name.clone(), x.reason.clone()).table(x.table.clone());
+    if let Some(schema) = &x.schema {
+        b = b.schema(schema.clone());
+    }
+    if let Some(id) = x.id {
+        b = b.id(id);
+    }
+    b.build()
+}
+
+/// What the descriptor builder refused (a name PostgreSQL cannot keep, such
+/// as one longer than 63 bytes; the model file's own checks catch the rest),
+/// every entry's at once, as the library's validation problems.
+fn descriptor_mistakes(mistakes: Vec<DescriptorError>) -> cohort::Error {
+    let mut report = ValidationReport::default();
+    for mistake in mistakes {
+        if let cohort::Error::Validation(found) = cohort::Error::from(mistake) {
+            report.problems.extend(found.problems);
+        }
+    }
+    cohort::Error::Validation(report)
 }
 
 /// A builder with the model's descriptors, rules, anonymisers and the
@@ -177,13 +188,17 @@ pub(crate) async fn builder(
         .options(settings.options()?)
         .rules(FileRules::new(model));
     let mut masks: Vec<String> = Vec::new();
+    let mut mistakes: Vec<DescriptorError> = Vec::new();
     for e in &model.entities {
         let schema = e
             .schema
             .as_deref()
             .unwrap_or(&settings.default_table_schema);
         let columns = table_columns(pool, schema, &e.table).await?;
-        b = ctor::register_descriptor(b, retained(e, &columns));
+        match retained(e, &columns) {
+            Ok(descriptor) => b = b.entity_descriptor(descriptor),
+            Err(e) => mistakes.push(e),
+        }
         for (_, method) in &e.anonymise {
             if let Anonymise::Mask(m) = method {
                 let name = mask_name(m);
@@ -196,7 +211,13 @@ pub(crate) async fn builder(
         }
     }
     for x in &model.exempt {
-        b = ctor::register_descriptor(b, exempt(x));
+        match exempt(x) {
+            Ok(descriptor) => b = b.entity_descriptor(descriptor),
+            Err(e) => mistakes.push(e),
+        }
+    }
+    if !mistakes.is_empty() {
+        return Err(descriptor_mistakes(mistakes).into());
     }
     if let Some(key) = &settings.hash_key {
         let key: Arc<[u8]> = Arc::from(key.as_bytes());

@@ -179,6 +179,48 @@ period = "1y"
 }
 
 // contract: K2
+// The descriptor builder's checks (the derive's) apply to the model file's
+// entries too: a column name PostgreSQL would truncate, which the file's own
+// checks let through, is a problem of its entry, not a crash.
+#[tokio::test]
+async fn a_name_the_descriptor_builder_refuses_is_a_problem_of_its_entry() {
+    let p = Project::new().await;
+    p.sample().await;
+    let long = "c".repeat(64);
+    p.write(
+        "cohort-model.toml",
+        &format!(
+            r#"
+[[entity]]
+name = "Users"
+id = "6b619c19-6e3c-44e8-a87f-975c68fd3988"
+table = "users"
+category = "accounts"
+anchor = "{long}"
+
+[rules.accounts]
+strategy = "purge"
+period = "30d"
+"#
+        ),
+    );
+    let out = p.cohort(&["validate", "--json"]);
+    assert_code(&out, 3);
+    let v = json(&out);
+    assert_eq!(v["model_errors"].as_array().map(Vec::len), Some(0), "{v:#}");
+    let problems = v["problems"].as_array().expect("problems");
+    assert_eq!(problems.len(), 1, "{v:#}");
+    assert_eq!(problems[0]["entity"], "Users", "{v:#}");
+    assert_eq!(problems[0]["column"], long.as_str(), "{v:#}");
+    assert!(
+        problems[0]["problem"]
+            .as_str()
+            .is_some_and(|t| t.contains("is longer than 63 bytes")),
+        "{v:#}"
+    );
+}
+
+// contract: K2
 #[tokio::test]
 async fn overrides_conventions_and_built_in_anonymisers_work_like_the_derive() {
     let p = Project::new().await;

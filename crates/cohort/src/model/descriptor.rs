@@ -5,18 +5,21 @@
 //! type is registered, because global conventions take part (attribute, then
 //! global convention, then built-in default).
 //!
-//! Descriptors are read-only outside this crate: their fields are private and
-//! the derive builds them through the hidden constructors at the end of this
-//! file (reached as `cohort::__private::...`). The crate can therefore add
-//! fields without breaking hosts, and a host cannot build a descriptor that
-//! skipped the derive's compile-time checks.
+//! Descriptors are read-only outside this crate: their fields are private.
+//! The derive builds them through the hidden constructors at the end of this
+//! file (reached as `cohort::__private::...`), after its compile-time checks;
+//! a host builds one at run time through the public
+//! [`EntityDescriptor::builder`] (`builder.rs`), which makes the same checks.
+//! The crate can therefore add fields without breaking hosts, and a host
+//! cannot build a descriptor that skipped the checks.
 
 use uuid::Uuid;
 
 /// A row type known to Cohort: implemented by `#[derive(Retained)]`.
 ///
-/// Use the derive: descriptors can only be built by it (their fields are
-/// private). Generic code reads a type's metadata through
+/// Use the derive for a Rust row type (a model known only at run time is
+/// described with [`EntityDescriptor::builder`] instead; descriptor fields
+/// are private either way). Generic code reads a type's metadata through
 /// [`Retained::descriptor`] and its id through [`Retained::entity_id`]:
 ///
 /// ```
@@ -50,7 +53,9 @@ pub trait Retained {
 
 /// Everything the derive macro knows about one row type.
 ///
-/// Read it through its accessors; only `#[derive(Retained)]` builds one.
+/// Read it through its accessors. `#[derive(Retained)]` emits one as a
+/// static; [`EntityDescriptor::builder`] builds one at run time, with the
+/// same checks (see [`crate::model`]).
 #[derive(Debug, Clone, Copy)]
 pub struct EntityDescriptor {
     pub(crate) type_name: &'static str,

@@ -1,6 +1,6 @@
-// contract: C3 — descriptors are built by `#[derive(Retained)]` only: their
-// fields are private, so a host cannot write one that skipped the derive's
-// checks, and Cohort can add fields without breaking hosts.
+// contract: C3 — descriptors are built by `#[derive(Retained)]` or the checked
+// runtime builder only: their fields are private, so a host cannot write one
+// that skipped the derive's checks, and Cohort can add fields without breaking hosts.
 use cohort::model::{EntityDescriptor, FieldDescriptor, Markers, Membership};
 
 static FIELDS: [FieldDescriptor; 1] = [FieldDescriptor {

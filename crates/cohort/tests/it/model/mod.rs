@@ -1,6 +1,7 @@
-//! The model (contract M): what `#[derive(Retained)]` emits, and the model as
-//! a run applies it.
+//! The model (contract M): what `#[derive(Retained)]` emits, descriptors
+//! built at run time, and the model as a run applies it.
 
 mod conventions;
 mod derive;
 mod exempt;
+mod runtime;

@@ -1308,36 +1308,30 @@ fn an_erasure_subject_matches_exactly_the_rows_whose_column_holds_it_and_never_e
 // Table and column names (against PostgreSQL), through a descriptor built at
 // run time, as the `cohort` command builds its model file's.
 
-fn leak(s: &str) -> &'static str {
-    Box::leak(s.to_owned().into_boxed_str())
-}
-
 /// A retained type on table `table` whose columns are `cols` (id bigint,
 /// tenant uuid, anchor timestamptz, email text anonymised to NULL,
 /// anonymised-at timestamptz), field names equal to column names.
 fn odd_descriptor(table: &str, cols: &[String; 5]) -> &'static cohort::model::EntityDescriptor {
-    use cohort::__private as ctor;
-    let [id, tenant, anchor, email, anonymised] = cols.clone().map(|c| leak(&c));
-    let fields = vec![
-        ctor::field_descriptor(id, id, false, "bigint"),
-        ctor::field_descriptor(tenant, tenant, false, "uuid"),
-        ctor::field_descriptor(anchor, anchor, false, "timestamp with time zone"),
-        ctor::field_descriptor(email, email, true, "text"),
-        ctor::field_descriptor(anonymised, anonymised, true, "timestamp with time zone"),
-    ];
-    let anonymise = vec![ctor::anonymised_field(email, ctor::anonymise_null())];
-    Box::leak(Box::new(ctor::entity_descriptor(
-        "OddColumns",
-        ctor::retained("odd-columns", anchor),
-        Some(Uuid::from_u128(0xe0000000_0000_4000_8000_0000000000d1)),
-        leak(table),
-        None,
-        false,
-        Box::leak(fields.into_boxed_slice()),
-        ctor::markers(Some(id), Some(tenant), None, None, Some(anonymised)),
-        Box::leak(anonymise.into_boxed_slice()),
-        &[],
-    )))
+    use cohort::model::{EntityDescriptor, FieldSpec};
+    let [id, tenant, anchor, email, anonymised] = cols.clone();
+    EntityDescriptor::builder("OddColumns", "odd-columns", anchor.clone())
+        .id(Uuid::from_u128(0xe0000000_0000_4000_8000_0000000000d1))
+        .table(table.to_owned())
+        .field(FieldSpec::new(id.clone()).rust_type("bigint"))
+        .field(FieldSpec::new(tenant.clone()).rust_type("uuid"))
+        .field(FieldSpec::new(anchor).rust_type("timestamp with time zone"))
+        .field(FieldSpec::new(email.clone()).optional().rust_type("text"))
+        .field(
+            FieldSpec::new(anonymised.clone())
+                .optional()
+                .rust_type("timestamp with time zone"),
+        )
+        .record_id(id)
+        .tenant(tenant)
+        .anonymised_at(anonymised)
+        .anonymise_null(email)
+        .build()
+        .expect("any five distinct identifiers make a valid descriptor")
 }
 
 // contract: R3
@@ -1379,8 +1373,7 @@ fn any_table_and_column_names_round_trip_through_holds_and_an_anonymising_sweep(
                 ))
                 .await;
                 let builder = Cohort::builder(db.pool().clone()).rules(rules.clone());
-                let builder =
-                    cohort::__private::register_descriptor(builder, odd_descriptor(&table, &cols));
+                let builder = builder.entity_descriptor(odd_descriptor(&table, &cols));
                 let cohort = builder
                     .build()
                     .await

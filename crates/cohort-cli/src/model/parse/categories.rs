@@ -1,0 +1,324 @@
+//! The `[rules.<category>]` tables: each category's base rule, its
+//! capabilities (declared, or derived from the strategies used) and its
+//! per-tenant, per-jurisdiction and per-tag overrides, built into
+//! [`CategoryRules`] for [`crate::model::rules::FileRules`].
+
+use std::ops::Range;
+
+use cohort::Strategy;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::reader::{Parser, get, join, kind};
+use crate::model::period::parse_period;
+use crate::model::{CategoryRules, Override, RuleSpec, Selector, strategy_name};
+
+const RULE_KEYS: &[&str] = &[
+    "strategy",
+    "period",
+    "legal_minimum",
+    "capabilities",
+    "audit",
+    "source",
+    "reason",
+    "override",
+];
+const OVERRIDE_KEYS: &[&str] = &[
+    "tenant",
+    "jurisdiction",
+    "tag",
+    "strategy",
+    "period",
+    "legal_minimum",
+    "audit",
+    "source",
+    "reason",
+];
+
+/// Reads of the values only rules have.
+impl Parser<'_> {
+    fn period(&mut self, t: &DeTable<'_>, path: &str, name: &str) -> Option<cohort::Period> {
+        let v = get(t, name)?;
+        let key = join(path, name);
+        let text = match v.get_ref() {
+            DeValue::String(s) => s.to_string(),
+            DeValue::Integer(i) if i.as_str() == "0" => "0".to_owned(),
+            other => {
+                self.error(
+                    &v.span(),
+                    &key,
+                    format!(
+                        "expected a period as a string (\"30d\", \"18 months\", \"P1Y\"), found {}",
+                        kind(other)
+                    ),
+                );
+                return None;
+            }
+        };
+        match parse_period(&text) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.error(&v.span(), &key, e);
+                None
+            }
+        }
+    }
+
+    fn strategy(&mut self, t: &DeTable<'_>, path: &str, name: &str) -> Option<Spanned<Strategy>> {
+        let text = self.opt_string(t, path, name)?;
+        match parse_strategy(&text.value) {
+            Some(s) => Some(Spanned::new(text.span, s)),
+            None => {
+                self.error(
+                    &text.span,
+                    &join(path, name),
+                    format!(
+                        "unknown strategy {:?}; use purge, soft-delete, anonymise or exempt",
+                        text.value
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn audit(&mut self, t: &DeTable<'_>, path: &str) -> Option<bool> {
+        let text = self.opt_string(t, path, "audit")?;
+        match text.value.to_ascii_lowercase().replace('_', "-").as_str() {
+            "summary" => Some(false),
+            "per-row" => Some(true),
+            _ => {
+                self.error(
+                    &text.span,
+                    &join(path, "audit"),
+                    format!(
+                        "unknown audit detail {:?}; use \"summary\" or \"per-row\"",
+                        text.value
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The rules of `category`, from its table `t` at `span` (`path` names it in
+/// diagnostics).
+pub(super) fn category_rules(
+    p: &mut Parser<'_>,
+    category: &str,
+    t: &DeTable<'_>,
+    span: &Range<usize>,
+    path: &str,
+) -> Option<CategoryRules> {
+    p.known_keys(t, path, RULE_KEYS);
+    let strategy = match get(t, "strategy") {
+        Some(_) => p.strategy(t, path, "strategy"),
+        None => {
+            p.error(
+                span,
+                &join(path, "strategy"),
+                "missing: the strategy (purge, soft-delete, anonymise or exempt)",
+            );
+            None
+        }
+    };
+    let period = match get(t, "period") {
+        Some(_) => p.period(t, path, "period"),
+        None => {
+            p.error(
+                span,
+                &join(path, "period"),
+                "missing: how long rows are kept (\"30d\", \"18 months\", \"P1Y\")",
+            );
+            None
+        }
+    };
+    let legal_minimum = p.period(t, path, "legal_minimum");
+    let per_row_audit = p.audit(t, path).unwrap_or(false);
+    let source = p.opt_string(t, path, "source").map(|s| s.value);
+    let reason = p.opt_string(t, path, "reason").map(|s| s.value);
+
+    let mut declared: Option<(Vec<Strategy>, Range<usize>)> = None;
+    if let Some(v) = get(t, "capabilities") {
+        let key = join(path, "capabilities");
+        match v.get_ref() {
+            DeValue::Array(items) if !items.is_empty() => {
+                let mut list = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let k = format!("{key}[{i}]");
+                    if let Some(s) = p.string(item, &k) {
+                        match parse_strategy(&s.value) {
+                            Some(st) if !list.contains(&st) => list.push(st),
+                            Some(_) => {}
+                            None => p.error(
+                                &s.span,
+                                &k,
+                                format!("unknown strategy {:?}; use purge, soft-delete, anonymise or exempt", s.value),
+                            ),
+                        }
+                    }
+                }
+                declared = Some((list, v.span()));
+            }
+            DeValue::Array(_) => p.error(&v.span(), &key, "must list at least one strategy"),
+            other => p.error(
+                &v.span(),
+                &key,
+                format!("expected an array of strategies, found {}", kind(other)),
+            ),
+        }
+    }
+
+    let mut overrides = Vec::new();
+    if let Some(v) = get(t, "override") {
+        let key = join(path, "override");
+        for (i, ot, ospan) in p.tables_of(v, &key) {
+            let opath = format!("{key}[{i}]");
+            if let Some(o) = override_of(p, ot, &ospan, &opath) {
+                if let Some(prev) = overrides
+                    .iter()
+                    .position(|x: &(Override, Range<usize>)| x.0.selector == o.selector)
+                {
+                    p.error(
+                        &ospan,
+                        &opath,
+                        format!(
+                            "{} already has an override ({key}[{prev}]); merge the two",
+                            o.selector
+                        ),
+                    );
+                    continue;
+                }
+                overrides.push((o, ospan));
+            }
+        }
+    }
+
+    let strategy = strategy?;
+    let period = period?;
+
+    // Capabilities: as declared, or every strategy the rule and its
+    // overrides use. Declared ones must cover those.
+    let mut used: Vec<(Strategy, Range<usize>)> = vec![(*strategy.get_ref(), strategy.span())];
+    for (o, ospan) in &overrides {
+        if let Some(s) = o.strategy {
+            used.push((s, ospan.clone()));
+        }
+    }
+    let capabilities = match declared {
+        Some((list, _)) => {
+            for (s, sspan) in &used {
+                if !list.contains(s) {
+                    p.error(
+                        sspan,
+                        &join(path, "capabilities"),
+                        format!(
+                            "strategy {} is used but not listed in capabilities; add it, or remove `capabilities` to derive them",
+                            strategy_name(*s)
+                        ),
+                    );
+                }
+            }
+            list
+        }
+        None => {
+            let mut list: Vec<Strategy> = Vec::new();
+            for (s, _) in &used {
+                if !list.contains(s) {
+                    list.push(*s);
+                }
+            }
+            list
+        }
+    };
+    Some(CategoryRules {
+        category: category.to_owned(),
+        base: RuleSpec {
+            strategy: *strategy.get_ref(),
+            period,
+            legal_minimum,
+            per_row_audit,
+            source,
+            reason,
+        },
+        capabilities,
+        overrides: overrides.into_iter().map(|(o, _)| o).collect(),
+    })
+}
+
+fn override_of(
+    p: &mut Parser<'_>,
+    t: &DeTable<'_>,
+    span: &Range<usize>,
+    path: &str,
+) -> Option<Override> {
+    p.known_keys(t, path, OVERRIDE_KEYS);
+    let tenant = p.opt_string(t, path, "tenant");
+    let jurisdiction = p.opt_string(t, path, "jurisdiction");
+    let tag = p.opt_string(t, path, "tag");
+    let given = [tenant.is_some(), jurisdiction.is_some(), tag.is_some()]
+        .iter()
+        .filter(|b| **b)
+        .count();
+    let present = ["tenant", "jurisdiction", "tag"]
+        .iter()
+        .any(|k| get(t, k).is_some());
+    if given != 1 {
+        if given > 1 || !present {
+            p.error(
+                span,
+                path,
+                "an override applies to exactly one of: tenant = \"<uuid>\", jurisdiction = \"DE\", tag = \"...\"",
+            );
+        }
+        return None;
+    }
+    let selector = if let Some(t) = tenant {
+        Selector::Tenant(p.uuid(&t, &join(path, "tenant"))?)
+    } else if let Some(j) = jurisdiction {
+        Selector::Jurisdiction(j.value)
+    } else {
+        Selector::Tag(tag?.value)
+    };
+    let o = Override {
+        selector,
+        strategy: p.strategy(t, path, "strategy").map(|s| *s.get_ref()),
+        period: p.period(t, path, "period"),
+        legal_minimum: p.period(t, path, "legal_minimum"),
+        per_row_audit: p.audit(t, path),
+        source: p.opt_string(t, path, "source").map(|s| s.value),
+        reason: p.opt_string(t, path, "reason").map(|s| s.value),
+    };
+    let changes = [
+        "strategy",
+        "period",
+        "legal_minimum",
+        "audit",
+        "source",
+        "reason",
+    ]
+    .iter()
+    .any(|k| get(t, k).is_some());
+    if !changes {
+        p.error(span, path, "the override changes nothing; set strategy, period, legal_minimum, audit, source or reason");
+    }
+    Some(o)
+}
+
+/// A strategy by name: `purge`, `soft-delete` (`soft_delete`, `softdelete`),
+/// `anonymise` (`anonymize`), `exempt`, in any case.
+pub(super) fn parse_strategy(text: &str) -> Option<Strategy> {
+    match text
+        .trim()
+        .to_ascii_lowercase()
+        .replace(['-', '_', ' '], "")
+        .as_str()
+    {
+        "purge" => Some(Strategy::Purge),
+        "softdelete" => Some(Strategy::SoftDelete),
+        "anonymise" | "anonymize" => Some(Strategy::Anonymise),
+        "exempt" => Some(Strategy::Exempt),
+        _ => None,
+    }
+}
