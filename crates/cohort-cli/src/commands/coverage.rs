@@ -341,8 +341,7 @@ pub(crate) async fn coverage(
             row.reason = Some(x.reason.clone());
         } else if t.schema == cohort_schema && cohort::schema::TABLES.contains(&t.table.as_str()) {
             row.class = "exempt";
-            row.reason =
-                Some("Cohort's own table (ledger, holds, handler queue, type registry)".into());
+            row.reason = Some("Cohort's own table (ledger, holds, queue, registry, leases)".into());
         } else if let Some(ext) = &t.extension {
             row.class = "exempt";
             row.reason = Some(format!("belongs to the extension {ext}"));

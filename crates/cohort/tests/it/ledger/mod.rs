@@ -2,4 +2,5 @@
 
 mod abandoned_runs;
 mod audit;
+mod leases;
 mod stored_errors;
