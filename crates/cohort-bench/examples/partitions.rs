@@ -119,7 +119,13 @@ async fn build(db: &TestDb, rows: u64, holds: u64) -> Result<(), BoxError> {
             base = u64::from(m - 1) * rows,
         ));
     }
-    // Holds on the first rows of March.
+    // Holds on the first rows of March, written with plain SQL: their type
+    // is registered first, as a handle's build does.
+    sql.push_str(
+        "INSERT INTO public.retention_entities VALUES ('0f3c2b1a-4d5e-4f60-8a7b-9c0d1e2f3a4b', 'Event', \
+             'public', 'events', 'id', 'bigint', 'pg_catalog', '=', NULL, now(), 0) \
+         ON CONFLICT (retained_entity_id) DO NOTHING;",
+    );
     sql.push_str(&format!(
         "INSERT INTO public.retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
          SELECT gen_random_uuid(), '0f3c2b1a-4d5e-4f60-8a7b-9c0d1e2f3a4b', (2 * {rows} + g)::text, NULL, \

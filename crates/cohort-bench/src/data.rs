@@ -69,6 +69,12 @@ pub(crate) async fn setup(pool: &PgPool, rows: u64) -> Result<(), sqlx::Error> {
                FROM generate_series(1, {rows}) i;
              INSERT INTO template (id, tenant_id, created_at, email, body) SELECT gen_random_uuid(), '{TENANT_B}', \
                now() - interval '400 days', 'person@example.org', repeat('x', 100) FROM generate_series(1, {rows} / 10) i;
+             -- The holds are written with plain SQL: their type must be
+             -- registered (as a handle's build does), and its table exist
+             -- (each measurement replaces it with a fresh copy).
+             CREATE TABLE notes (LIKE template INCLUDING ALL);
+             INSERT INTO retention_entities VALUES ('{ENTITY_ID}', 'Note', 'public', 'notes', 'id', 'uuid', \
+               'pg_catalog', '=', 'tenant_id', now(), 0);
              INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
                SELECT gen_random_uuid(), '{ENTITY_ID}', id::text, tenant_id, 'bench', now() - interval '1 day' \
                FROM template WHERE tenant_id = '{TENANT_A}' ORDER BY random() LIMIT {HOLDS};
