@@ -92,6 +92,10 @@ pub(crate) struct Settings {
     pub(crate) certificate_key: Option<String>,
     /// Field-name conventions for role columns.
     pub(crate) conventions: cohort::Conventions,
+    /// `direct`, or `transaction_pooled` behind a pooler in transaction mode
+    /// (PgBouncer, RDS Proxy, a managed pooler): see docs/design.md,
+    /// "Through a connection pooler".
+    pub(crate) connection_mode: cohort::ConnectionMode,
     /// The scheduled worker (`cohort worker`).
     pub(crate) worker: WorkerSettings,
 }
@@ -150,6 +154,7 @@ impl Default for Settings {
             hash_key: None,
             certificate_key: None,
             conventions: o.conventions,
+            connection_mode: o.connection_mode,
             worker: WorkerSettings::default(),
         }
     }
@@ -295,6 +300,7 @@ impl Settings {
                 .transpose()?,
             conventions: self.conventions.clone(),
             partition_drops: self.partition_drops,
+            connection_mode: self.connection_mode,
             worker: self.worker_options(),
             ..cohort::Options::default()
         };

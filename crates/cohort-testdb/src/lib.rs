@@ -44,6 +44,10 @@
 //! through [`TestDb::exec`]. The role is dropped with the database (and kept
 //! with it under `COHORT_KEEP_TEST_DB`).
 
+mod bouncer;
+
+pub use bouncer::Bouncer;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};

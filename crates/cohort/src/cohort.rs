@@ -445,13 +445,16 @@ impl CohortBuilder {
         captured.sort_unstable();
         captured.dedup();
         let mut conn = self.pool.acquire().await?;
+        report.problems.extend(
+            crate::validate::connection::check(&mut conn, self.options.connection_mode).await?,
+        );
         let mut tx = Pinned::begin(&mut conn).await?;
         let checked = async {
             let readiness = check_readiness(tx.conn(), &schema).await?;
             // Catalog type names are read with only pg_catalog on the path,
             // so every other type comes back schema-qualified and stays
             // unambiguous whatever search_path a later session has.
-            sqlx::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
+            crate::sql::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
                 .execute(tx.conn())
                 .await?;
             let registration = Registration {

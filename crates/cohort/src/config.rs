@@ -42,7 +42,7 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Options {
-    /// The schema of Cohort's five tables (default `public`).
+    /// The schema of Cohort's tables (default `public`).
     pub schema: String,
     /// The schema of retained tables whose type names none (default `public`).
     pub default_table_schema: String,
@@ -109,8 +109,60 @@ pub struct Options {
     /// their rows (default `true`; contract PT1, `docs/partitions.md`). Off,
     /// every row is swept through the batches and Cohort runs no DDL.
     pub partition_drops: bool,
+    /// How the pool reaches PostgreSQL (default [`ConnectionMode::Direct`];
+    /// contract CO1): set [`ConnectionMode::TransactionPooled`] when the
+    /// pool's connections go through a pooler in transaction mode
+    /// (PgBouncer's `pool_mode = transaction`, RDS Proxy, a managed
+    /// platform's pooler). Building a handle refuses a connection that is
+    /// seen to change server sessions between transactions while this says
+    /// `Direct`.
+    pub connection_mode: ConnectionMode,
     /// The scheduled worker's settings ([`crate::worker`]).
     pub worker: WorkerOptions,
+}
+
+/// How the pool's connections reach PostgreSQL ([`Options::connection_mode`];
+/// contract CO1, `docs/design.md`, "Through a connection pooler").
+///
+/// Whatever the mode, Cohort keeps nothing it relies on in session state:
+/// runs and the worker hold leases (rows), the entity fence is a
+/// transaction-scoped lock, settings are transaction-local, and every
+/// statement runs inside an explicit transaction, so that a pooler in
+/// transaction mode keeps it on one server session. What the mode changes
+/// is the hot path's statements and the dispatcher's wake-up.
+///
+/// ```
+/// let options: cohort::Options =
+///     serde_json::from_str(r#"{ "connection_mode": "transaction_pooled" }"#)?;
+/// assert_eq!(options.connection_mode, cohort::ConnectionMode::TransactionPooled);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ConnectionMode {
+    /// Each pool connection is one server session (a direct connection, or
+    /// a pooler in session mode). The batch loop's and the dispatcher's
+    /// statements are named prepared statements, parsed and planned once
+    /// per connection; the dispatcher also wakes on `LISTEN`.
+    #[default]
+    Direct,
+    /// A pooler in transaction mode may give each transaction another
+    /// server session. Every statement is unnamed (parsed and planned at
+    /// each execution, inside its transaction: a named statement would be
+    /// left on one server session and collide with another client's of
+    /// the same name), and the dispatcher does not `LISTEN` (a notification
+    /// would reach whichever client holds that server session next): it
+    /// finds new work by polling every [`Options::poll_interval`].
+    TransactionPooled,
+}
+
+impl ConnectionMode {
+    /// Whether the hot path's statements may be named and kept by the
+    /// connection (sqlx's statement cache).
+    pub(crate) fn caches_statements(self) -> bool {
+        matches!(self, ConnectionMode::Direct)
+    }
 }
 
 /// The scheduled worker's settings (contract W1).
@@ -190,6 +242,7 @@ impl Default for Options {
             lock_wait: Duration::from_millis(200),
             inactive_hold_retention: None,
             partition_drops: true,
+            connection_mode: ConnectionMode::Direct,
             worker: WorkerOptions::default(),
         }
     }

@@ -22,7 +22,8 @@ pub mod worker;
 
 pub use cohort::{Cohort, CohortBuilder};
 pub use config::{
-    MAX_ATTEMPTS, MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options, WorkerOptions,
+    ConnectionMode, MAX_ATTEMPTS, MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options,
+    WorkerOptions,
 };
 pub use error::{Error, Result};
 /// The boxed future [`RuleProvider::resolve`] and

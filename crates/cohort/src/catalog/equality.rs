@@ -98,7 +98,7 @@ pub(crate) async fn equalities(
     }
     let oids: Vec<Oid> = columns.iter().map(|(o, _)| Oid(*o)).collect();
     let names: Vec<&str> = columns.iter().map(|(_, n)| *n).collect();
-    let rows = sqlx::query(LOOKUP)
+    let rows = crate::sql::query(LOOKUP)
         .bind(&oids)
         .bind(&names)
         .fetch_all(&mut *conn)

@@ -33,7 +33,7 @@ pub(crate) struct ForeignKey {
 
 /// Every foreign key in the database.
 pub(crate) async fn foreign_keys(conn: &mut PgConnection) -> Result<Vec<ForeignKey>, sqlx::Error> {
-    sqlx::query(
+    crate::sql::query(
         "SELECT con.conname::pg_catalog.text AS name, \
                 (con.confdeltype OPERATOR(pg_catalog.=) 'c'::pg_catalog.\"char\") AS cascade, \
                 src.oid AS src_oid, srcn.nspname::pg_catalog.text AS src_schema, \

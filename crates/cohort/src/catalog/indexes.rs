@@ -31,7 +31,7 @@ pub(crate) async fn indexes(
         return Ok(Vec::new());
     }
     let oids: Vec<Oid> = table_oids.iter().copied().map(Oid).collect();
-    sqlx::query(
+    crate::sql::query(
         "SELECT ix.indrelid, ic.relname::pg_catalog.text AS name, ix.indisunique, ix.indisprimary, \
                 (ix.indisvalid AND ix.indisready) AS indisvalid, \
                 (ix.indpred IS NOT NULL) AS partial, \

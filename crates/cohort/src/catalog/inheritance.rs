@@ -26,7 +26,7 @@ pub(crate) async fn inheritance(
         return Ok(Vec::new());
     }
     let oids: Vec<Oid> = table_oids.iter().copied().map(Oid).collect();
-    sqlx::query(
+    crate::sql::query(
         "SELECT i.inhparent, pn.nspname::pg_catalog.text AS parent_schema, \
                 p.relname::pg_catalog.text AS parent_name, \
                 (p.relkind OPERATOR(pg_catalog.=) 'p'::pg_catalog.\"char\") AS parent_partitioned, \

@@ -23,7 +23,7 @@ pub(crate) struct RuntimeRole {
 
 /// Reads `current_user` and its attributes.
 pub(crate) async fn runtime_role(conn: &mut PgConnection) -> Result<RuntimeRole, sqlx::Error> {
-    let row = sqlx::query(
+    let row = crate::sql::query(
         "SELECT r.rolname::pg_catalog.text AS name, r.rolsuper, r.rolbypassrls \
          FROM pg_catalog.pg_roles r \
          WHERE r.rolname OPERATOR(pg_catalog.=) pg_catalog.\"current_user\"()",
@@ -130,7 +130,7 @@ pub(crate) async fn privileges(
         columns.push(column);
         privs.push(privilege.keyword());
     }
-    let rows = sqlx::query(
+    let rows = crate::sql::query(
         "SELECT q.ord, \
                 CASE q.kind \
                   WHEN 'schema' THEN pg_catalog.has_schema_privilege(n.oid, q.priv) \
@@ -200,7 +200,7 @@ pub(crate) async fn row_security(
         return Ok(Vec::new());
     }
     let oids: Vec<Oid> = table_oids.iter().copied().map(Oid).collect();
-    let rows = sqlx::query(
+    let rows = crate::sql::query(
         "WITH applicable AS ( \
            SELECT p.polrelid, p.polcmd \
            FROM pg_catalog.pg_policy p \
@@ -271,7 +271,7 @@ pub(crate) async fn type_schemas(
     }
     let oids: Vec<Oid> = columns.iter().map(|(o, _)| Oid(*o)).collect();
     let names: Vec<&str> = columns.iter().map(|(_, n)| *n).collect();
-    let rows = sqlx::query(
+    let rows = crate::sql::query(
         "WITH RECURSIVE q AS ( \
            SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.oid[]), \
                                     pg_catalog.unnest($2::pg_catalog.text[])) \

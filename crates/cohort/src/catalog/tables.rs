@@ -73,7 +73,7 @@ pub(crate) async fn lookup_tables(
 ) -> Result<Vec<RelationLookup>, sqlx::Error> {
     let schemas: Vec<&str> = names.iter().map(|(s, _)| s.as_str()).collect();
     let tables: Vec<&str> = names.iter().map(|(_, t)| t.as_str()).collect();
-    let rows = sqlx::query(
+    let rows = crate::sql::query(
         "SELECT q.ord, (n.oid IS NOT NULL) AS schema_exists, c.oid, \
                 c.relkind::pg_catalog.text AS relkind, c.relispartition, \
                 CASE WHEN pt.partstrat OPERATOR(pg_catalog.=) 'r'::pg_catalog.\"char\" \
@@ -128,7 +128,7 @@ pub(crate) async fn lookup_tables(
         return Ok(lookups);
     }
 
-    let columns = sqlx::query(
+    let columns = crate::sql::query(
         "SELECT a.attrelid, a.attnum, a.attname::pg_catalog.text AS attname, a.atttypid, \
                 a.atttypmod, a.attnotnull, \
                 pg_catalog.format_type(a.atttypid, a.atttypmod) AS sql_type \

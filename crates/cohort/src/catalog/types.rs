@@ -45,7 +45,7 @@ pub(crate) async fn types(
         return Ok(HashMap::new());
     }
     let oids: Vec<Oid> = oids.iter().copied().map(Oid).collect();
-    let rows = sqlx::query(
+    let rows = crate::sql::query(
         "WITH RECURSIVE closure(oid) AS ( \
              SELECT pg_catalog.unnest($1::pg_catalog.oid[]) \
            UNION \

@@ -6,7 +6,7 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
-use sqlx::{PgConnection, Row};
+use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
 use super::{ChainHead, EvidenceError, to_hex};
@@ -153,7 +153,27 @@ pub async fn certificate(
     options: &CertificateOptions<'_>,
 ) -> Result<Certificate, Error> {
     super::ensure_ready(conn, schema).await?;
-    let run = sqlx::query(AssertSqlSafe(format!(
+    // One read-only snapshot: the run and its summaries agree, and every
+    // statement is inside a transaction (a pooler in transaction mode keeps
+    // them on one server connection).
+    let mut tx = if conn.is_in_transaction() {
+        conn.begin().await?
+    } else {
+        conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await?
+    };
+    let certificate = read_certificate(&mut tx, schema, run_id, options).await?;
+    tx.commit().await?;
+    Ok(certificate)
+}
+
+async fn read_certificate(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+    run_id: Uuid,
+    options: &CertificateOptions<'_>,
+) -> Result<Certificate, Error> {
+    let run = crate::sql::query(AssertSqlSafe(format!(
         "SELECT r.run_kind, r.status, r.dry_run, r.tenant_id, r.error, r.chain_seq, r.subject_hmac, \
                 pg_catalog.encode(r.chain_hash, 'hex') AS chain_hash, {}, {}, {} \
          FROM {} AS r WHERE r.run_id OPERATOR(pg_catalog.=) $1",
@@ -186,7 +206,7 @@ pub async fn certificate(
         Some(_) => {}
     }
 
-    let rows = sqlx::query(AssertSqlSafe(format!(
+    let rows = crate::sql::query(AssertSqlSafe(format!(
         "SELECT s.retained_entity_id, s.entity_type, s.category, s.strategy, s.status, \
                 s.affected_count, s.held_count, s.legal_minimum_count, s.null_anchor_count, \
                 s.applied_period, s.rule_source, s.rule_reason, s.error, {} \

@@ -289,7 +289,7 @@ pub async fn verify(conn: &mut PgConnection, schema: &SchemaName) -> Result<Veri
         pruned: Vec::new(),
         payloads_checked: false,
     };
-    report.payloads_checked = sqlx::query_scalar(
+    report.payloads_checked = crate::sql::query_scalar(
         "SELECT pg_catalog.has_column_privilege($1::pg_catalog.text::pg_catalog.regclass, \
                 'captured_payload', 'SELECT')",
     )
@@ -320,7 +320,7 @@ async fn verify_runs(
     );
     let mut seals = HashMap::new();
     let mut walk = Walk::new();
-    let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut *conn);
+    let mut rows = crate::sql::query(AssertSqlSafe(sql)).fetch(&mut *conn);
     while let Some(row) = rows.try_next().await? {
         let run_id: Uuid = row.try_get("run_id")?;
         let status: String = row.try_get("status")?;
@@ -511,7 +511,7 @@ async fn verify_run_chains(
     );
     let mut visited: HashSet<Uuid> = HashSet::new();
     let mut current: Option<(Uuid, Walk)> = None;
-    let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut *conn);
+    let mut rows = crate::sql::query(AssertSqlSafe(sql)).fetch(&mut *conn);
     while let Some(row) = rows.try_next().await? {
         let row_id: i64 = row.try_get("id")?;
         let run_id: Uuid = row.try_get("run_id")?;
@@ -672,7 +672,7 @@ async fn verify_holds(
         "SELECT h.retained_entity_id AS entity, b.value AS bridge \
          FROM {holds} AS h CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(h.chain_bridges) AS b(value)"
     );
-    let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut *conn);
+    let mut rows = crate::sql::query(AssertSqlSafe(sql)).fetch(&mut *conn);
     while let Some(row) = rows.try_next().await? {
         let entity: Uuid = row.try_get("entity")?;
         let b: serde_json::Value = row.try_get("bridge")?;
@@ -715,7 +715,7 @@ async fn verify_holds(
          ) AS l ORDER BY l.entity, l.seq NULLS LAST, l.hold_id, l.removal"
     );
     let mut current: Option<(Uuid, Walk)> = None;
-    let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut *conn);
+    let mut rows = crate::sql::query(AssertSqlSafe(sql)).fetch(&mut *conn);
     while let Some(row) = rows.try_next().await? {
         let entity: Uuid = row.try_get("entity")?;
         let hold_id: Uuid = row.try_get("hold_id")?;
@@ -842,7 +842,7 @@ pub async fn chain_link_at(
     seq: i64,
 ) -> Result<Option<ChainHead>, Error> {
     super::ensure_ready(conn, schema).await?;
-    let hash: Option<Vec<u8>> = sqlx::query_scalar(AssertSqlSafe(format!(
+    let hash: Option<Vec<u8>> = crate::sql::query_scalar(AssertSqlSafe(format!(
         "SELECT r.chain_hash FROM {} AS r WHERE r.chain_seq OPERATOR(pg_catalog.=) $1",
         schema.table("sweep_run")
     )))

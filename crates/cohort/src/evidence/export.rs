@@ -261,7 +261,7 @@ pub async fn export<W: Write + ?Sized>(
     let mut written = 0u64;
     let mut line = String::new();
     {
-        let mut rows = sqlx::query(AssertSqlSafe(records.sql(schema)))
+        let mut rows = crate::sql::query(AssertSqlSafe(records.sql(schema)))
             .bind(range.from)
             .bind(range.to)
             .fetch(&mut *tx);

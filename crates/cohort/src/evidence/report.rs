@@ -10,7 +10,7 @@ use askama::Template;
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use plotters::prelude::*;
-use sqlx::{PgConnection, Row};
+use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
 use super::{ChainHead, EvidenceError, TimeRange, VerifyReport, verify};
@@ -149,6 +149,25 @@ pub async fn audit_report(
     if options.range.from >= options.range.to {
         return Err(EvidenceError::EmptyRange.into());
     }
+    // One read-only snapshot for the verification and the figures, every
+    // statement inside it (a pooler in transaction mode keeps them on one
+    // server connection).
+    let mut tx = if conn.is_in_transaction() {
+        conn.begin().await?
+    } else {
+        conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await?
+    };
+    let report = read_report(&mut tx, schema, options).await?;
+    tx.commit().await?;
+    Ok(report)
+}
+
+async fn read_report(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+    options: &ReportOptions,
+) -> Result<AuditReport, Error> {
     let verification = verify(conn, schema).await?;
     let runs = schema.table("sweep_run");
     let summaries = schema.table("sweep_run_entity_summary");
@@ -156,7 +175,7 @@ pub async fn audit_report(
 
     let mut rows = Vec::new();
     {
-        let mut stream = sqlx::query(AssertSqlSafe(format!(
+        let mut stream = crate::sql::query(AssertSqlSafe(format!(
             "SELECT s.category, \
                     pg_catalog.to_char(pg_catalog.date_trunc('month', r.started_at AT TIME ZONE 'UTC'), 'YYYY-MM') AS month, \
                     pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Purge' THEN s.affected_count ELSE 0 END)::bigint AS purged, \
@@ -184,7 +203,7 @@ pub async fn audit_report(
     }
 
     let mut failed_runs = Vec::new();
-    for r in sqlx::query(AssertSqlSafe(format!(
+    for r in crate::sql::query(AssertSqlSafe(format!(
         "SELECT r.run_id, r.run_kind, r.status, r.error, {}, {} FROM {runs} AS r \
          WHERE r.status OPERATOR(pg_catalog.=) ANY (ARRAY['Failed', 'PartiallyFailed']) \
            AND r.started_at OPERATOR(pg_catalog.>=) $1 AND r.started_at OPERATOR(pg_catalog.<) $2 \
@@ -210,7 +229,7 @@ pub async fn audit_report(
     }
 
     let mut active_holds = Vec::new();
-    for r in sqlx::query(AssertSqlSafe(format!(
+    for r in crate::sql::query(AssertSqlSafe(format!(
         "SELECT h.hold_id, h.retained_entity_id, h.record_id, h.tenant_id, h.reason, {}, \
                 pg_catalog.floor(pg_catalog.date_part('epoch', $1::pg_catalog.timestamptz OPERATOR(pg_catalog.-) h.created_at) \
                     OPERATOR(pg_catalog./) 86400)::bigint AS age_days \

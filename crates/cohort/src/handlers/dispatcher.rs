@@ -147,17 +147,45 @@ impl Dispatcher {
     /// of one); their deliveries are then made again, which at-least-once
     /// delivery allows (RH3). It cannot make a lost claim settle, because a
     /// settle needs the claim's token.
+    ///
+    /// Through a pooler in transaction mode the connection's server session
+    /// may change at every transaction and is shared with other clients:
+    /// there nothing is set for the session, and each statement runs in a
+    /// transaction of its own with both settings local to it ([`Step`]).
     async fn connection(&self) -> Result<PgConnection, Error> {
         let mut conn = self.cohort.inner.pool.acquire().await?.detach();
         self.cohort.ensure_ready(&mut conn).await?;
-        sqlx::query(
-            "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
-             pg_catalog.current_setting('search_path'), false), \
-             pg_catalog.set_config('synchronous_commit', 'off', false)",
-        )
-        .execute(&mut conn)
-        .await?;
+        if !self.pooled() {
+            crate::sql::query(
+                "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
+                 pg_catalog.current_setting('search_path'), false), \
+                 pg_catalog.set_config('synchronous_commit', 'off', false)",
+            )
+            .execute(&mut conn)
+            .await?;
+        }
         Ok(conn)
+    }
+
+    /// Whether the pool goes through a pooler in transaction mode.
+    fn pooled(&self) -> bool {
+        !self
+            .cohort
+            .inner
+            .options
+            .connection_mode
+            .caches_statements()
+    }
+
+    /// Where the next statement runs: on the session, or in a transaction
+    /// of its own through a pooler.
+    async fn step<'c>(&self, conn: &'c mut PgConnection) -> Result<Step<'c>, sqlx::Error> {
+        if self.pooled() {
+            crate::sql::txn::begin_local(conn).await?;
+            Ok(Step { conn, tx: true })
+        } else {
+            Ok(Step { conn, tx: false })
+        }
     }
 
     /// Delivers what is due now and returns: puts back deliveries whose
@@ -180,12 +208,15 @@ impl Dispatcher {
             runs_settled: self.cohort.settle_abandoned().await?,
             ..DispatchReport::default()
         };
-        let (unserved, types): (i64, Vec<Uuid>) = sqlx::query_as(AssertSqlSafe(sql.unserved()))
+        let cache = !self.pooled();
+        let mut step = self.step(conn).await?;
+        let found = crate::sql::query_as(AssertSqlSafe(sql.unserved()))
             .bind(&entities)
             .bind(interval(options.claim_timeout))
             .bind(MAX_UNSERVED_COUNTED as i64)
-            .fetch_one(&mut *conn)
-            .await?;
+            .fetch_one(step.conn())
+            .await;
+        let (unserved, types): (i64, Vec<Uuid>) = step.end(found).await?;
         report.unserved = count(unserved);
         if report.unserved > 0 {
             tracing::warn!(
@@ -202,19 +233,20 @@ impl Dispatcher {
             FailureKind::ClaimExpired,
             &"a delivery's claim expired; its dispatcher crashed or stalled",
         );
-        report.reclaimed = count(
-            sqlx::query_scalar(AssertSqlSafe(sql.reclaim()))
-                .bind(&entities)
-                .bind(i32::try_from(options.max_attempts).unwrap_or(i32::MAX))
-                .bind(expired.to_string())
-                .fetch_one(&mut *conn)
-                .await?,
-        );
-        report.scrubbed = sqlx::query(AssertSqlSafe(sql.scrub()))
+        let mut step = self.step(conn).await?;
+        let reclaimed = crate::sql::query_scalar(AssertSqlSafe(sql.reclaim()))
+            .bind(&entities)
+            .bind(i32::try_from(options.max_attempts).unwrap_or(i32::MAX))
+            .bind(expired.to_string())
+            .fetch_one(step.conn())
+            .await;
+        report.reclaimed = count(step.end(reclaimed).await?);
+        let mut step = self.step(conn).await?;
+        let scrubbed = crate::sql::query(AssertSqlSafe(sql.scrub()))
             .bind(interval(options.payload_retention))
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
+            .execute(step.conn())
+            .await;
+        report.scrubbed = step.end(scrubbed).await?.rows_affected();
 
         let handlers: HashMap<(Uuid, &str), &Registered> = self
             .cohort
@@ -228,12 +260,15 @@ impl Dispatcher {
             // clock says, the handler is stopped before the database's expiry.
             let claimed_at = Instant::now();
             let batch = CLAIM_BATCH.min(i64::from(options.dispatch_limit) - report.claimed as i64);
-            let rows = sqlx::query(AssertSqlSafe(sql.claim()))
+            let mut step = self.step(conn).await?;
+            let claimed = crate::sql::query(AssertSqlSafe(sql.claim()))
+                .persistent(cache)
                 .bind(&entities)
                 .bind(batch)
                 .bind(interval(options.claim_timeout))
-                .fetch_all(&mut *conn)
-                .await?;
+                .fetch_all(step.conn())
+                .await;
+            let rows = step.end(claimed).await?;
             if rows.is_empty() {
                 break;
             }
@@ -258,14 +293,21 @@ impl Dispatcher {
                     .copied();
                 let outcome = self.deliver(&claimed, handler, claimed_at).await;
                 let state = outcome.state;
-                let settled = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql.settle()))
-                    .bind(claimed.work_id)
-                    .bind(claimed.token)
-                    .bind(outcome.state)
-                    .bind(outcome.error.as_ref().map(|f| f.to_string()))
-                    .bind(interval(outcome.retry_after))
-                    .fetch_one(&mut *conn)
-                    .await;
+                let settled = match self.step(conn).await {
+                    Ok(mut step) => {
+                        let settled = crate::sql::query_scalar::<i64>(AssertSqlSafe(sql.settle()))
+                            .persistent(cache)
+                            .bind(claimed.work_id)
+                            .bind(claimed.token)
+                            .bind(outcome.state)
+                            .bind(outcome.error.as_ref().map(|f| f.to_string()))
+                            .bind(interval(outcome.retry_after))
+                            .fetch_one(step.conn())
+                            .await;
+                        step.end(settled).await
+                    }
+                    Err(e) => Err(e),
+                };
                 match settled {
                     Ok(1) => match state {
                         "Succeeded" => report.succeeded += 1,
@@ -405,7 +447,16 @@ impl Dispatcher {
         let schema = self.cohort.inner.schema.as_str().to_owned();
         // LISTEN is a wake-up only: a connection pooler can break it, and
         // the poll path keeps working without it.
-        let mut listener = match PgListener::connect_with(&self.cohort.inner.pool).await {
+        // Through a pooler in transaction mode a notification reaches
+        // whichever client holds that server session next: poll only.
+        let listen = if self.pooled() {
+            Err(None)
+        } else {
+            PgListener::connect_with(&self.cohort.inner.pool)
+                .await
+                .map_err(Some)
+        };
+        let mut listener = match listen {
             Ok(mut l) => match l.listen(CHANNEL).await {
                 Ok(()) => Some(l),
                 Err(e) => {
@@ -413,10 +464,11 @@ impl Dispatcher {
                     None
                 }
             },
-            Err(e) => {
+            Err(Some(e)) => {
                 tracing::warn!(error = %e, "LISTEN failed; the dispatcher polls");
                 None
             }
+            Err(None) => None,
         };
         while !shutdown.is_cancelled() {
             match self.run_once().await {
@@ -455,6 +507,39 @@ impl Dispatcher {
             }
         }
         Ok(())
+    }
+}
+
+/// One statement of the dispatcher's: on its session (a direct
+/// connection), or in a transaction of its own ([`Dispatcher::step`]).
+struct Step<'c> {
+    conn: &'c mut PgConnection,
+    tx: bool,
+}
+
+impl Step<'_> {
+    fn conn(&mut self) -> &mut PgConnection {
+        self.conn
+    }
+
+    /// Commits the statement's transaction when it has one and the
+    /// statement succeeded; rolls it back when it failed.
+    async fn end<T>(self, result: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+        if !self.tx {
+            return result;
+        }
+        match result {
+            Ok(value) => {
+                crate::sql::txn::commit(self.conn).await?;
+                Ok(value)
+            }
+            Err(e) => {
+                if let Err(r) = crate::sql::txn::rollback(self.conn).await {
+                    tracing::warn!(error = %r, "rolling back a dispatcher transaction failed");
+                }
+                Err(e)
+            }
+        }
     }
 }
 

@@ -177,7 +177,7 @@ impl Deletion<'_> {
         //    a hold being created on one of them has committed (and is seen
         //    below), or waits for this transaction to end.
         let fences: Vec<i32> = resolved.iter().map(|e| e.fence).collect();
-        sqlx::query(AssertSqlSafe(key::fences_shared()))
+        crate::sql::query(AssertSqlSafe(key::fences_shared()))
             .bind(&fences)
             .execute(&mut *conn)
             .await?;
@@ -198,13 +198,13 @@ impl Deletion<'_> {
                 positions.iter().map(|&i| targets[i].tenant_id).collect();
             // 2. Each record id read as its key type (a malformed one is a
             //    typed error).
-            sqlx::query(AssertSqlSafe(key.canonicalise_many()))
+            crate::sql::query(AssertSqlSafe(key.canonicalise_many()))
                 .bind(&ids)
                 .fetch_all(&mut *conn)
                 .await
                 .map_err(|e| key::malformed_or(e, *entity_id))?;
             // 3. The rows, each in its target's tenant, locked.
-            let rows = sqlx::query(AssertSqlSafe(key.lock_for_update()))
+            let rows = crate::sql::query(AssertSqlSafe(key.lock_for_update()))
                 .bind(&ids)
                 .bind(&tenants)
                 .fetch_all(&mut *conn)
@@ -237,7 +237,7 @@ impl Deletion<'_> {
         //    starts after the fences and row locks are held.
         let (entity_ids, tenants): (Vec<Uuid>, Vec<Option<Uuid>>) =
             targets.iter().map(|t| (t.entity_id, t.tenant_id)).unzip();
-        let held: Vec<i64> = sqlx::query_scalar(AssertSqlSafe(
+        let held: Vec<i64> = crate::sql::query_scalar(AssertSqlSafe(
             HoldSql::new(&self.cohort.inner.schema).held_targets(),
         ))
         .bind(&entity_ids)

@@ -115,19 +115,19 @@ impl Holds<'_> {
         // 1. The entity fence, exclusively, before looking for the row: every
         //    batch of this type that started has committed, and none starts
         //    until this transaction ends (then its statements see the hold).
-        sqlx::query(AssertSqlSafe(key::fence_exclusive()))
+        crate::sql::query(AssertSqlSafe(key::fence_exclusive()))
             .bind(e.fence)
             .execute(&mut *conn)
             .await?;
         // 2. The record id read as the key type.
-        sqlx::query(AssertSqlSafe(key.canonicalise_one()))
+        crate::sql::query(AssertSqlSafe(key.canonicalise_one()))
             .bind(&r.record_id)
             .fetch_one(&mut *conn)
             .await
             .map_err(|err| key::malformed_or(err, e.entity_id))?;
         // 3. The row itself, in the hold's tenant, FOR SHARE. A row of another
         //    tenant is not found, exactly like one that does not exist.
-        let row = sqlx::query(AssertSqlSafe(key.read_for_share()))
+        let row = crate::sql::query(AssertSqlSafe(key.read_for_share()))
             .bind(&r.record_id)
             .bind(r.tenant_id)
             .fetch_optional(&mut *conn)
@@ -141,7 +141,7 @@ impl Holds<'_> {
         };
         let record_id: String = row.try_get("rid")?;
         // 4. The hold, under the row's own canonical text.
-        let inserted = sqlx::query(AssertSqlSafe(self.sql().insert()))
+        let inserted = crate::sql::query(AssertSqlSafe(self.sql().insert()))
             .bind(r.hold_id)
             .bind(e.entity_id)
             .bind(&record_id)
@@ -174,7 +174,7 @@ impl Holds<'_> {
     ) -> Result<Hold, Error> {
         let removed_at = pg_time(&removed_at, "removed_at")?;
         let mut scope = self.begin(conn).await?;
-        let result = sqlx::query(AssertSqlSafe(self.sql().remove()))
+        let result = crate::sql::query(AssertSqlSafe(self.sql().remove()))
             .bind(hold_id)
             .bind(removed_at)
             .fetch_optional(scope.conn())
@@ -200,7 +200,7 @@ impl Holds<'_> {
     ) -> Result<Vec<Hold>, Error> {
         let as_of = pg_time(&as_of, "as_of")?;
         let mut scope = self.begin(conn).await?;
-        let result = sqlx::query(AssertSqlSafe(self.sql().list_active()))
+        let result = crate::sql::query(AssertSqlSafe(self.sql().list_active()))
             .bind(as_of)
             .bind(filter.entity_id)
             .bind(filter.tenant_id)
@@ -241,13 +241,13 @@ impl Holds<'_> {
         as_of: DateTime<Utc>,
     ) -> Result<bool, Error> {
         let key = KeySql::of(e);
-        sqlx::query(AssertSqlSafe(key.canonicalise_one()))
+        crate::sql::query(AssertSqlSafe(key.canonicalise_one()))
             .bind(&target.record_id)
             .fetch_one(&mut *conn)
             .await
             .map_err(|err| key::malformed_or(err, key.entity_id()))?;
         let held: bool =
-            sqlx::query_scalar(AssertSqlSafe(self.sql().is_held(&key.canonical_text("$3"))))
+            crate::sql::query_scalar(AssertSqlSafe(self.sql().is_held(&key.canonical_text("$3"))))
                 .bind(e.entity_id)
                 .bind(target.tenant_id)
                 .bind(&target.record_id)
@@ -275,7 +275,7 @@ impl Holds<'_> {
                     days: 0,
                     microseconds: micros,
                 };
-                sqlx::query(AssertSqlSafe(self.sql().prune()))
+                crate::sql::query(AssertSqlSafe(self.sql().prune()))
                     .bind(interval)
                     .execute(scope.conn())
                     .await

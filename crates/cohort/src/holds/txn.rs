@@ -21,6 +21,8 @@
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
+use crate::sql::AssertSqlSafe;
+
 use crate::error::Error;
 
 const PROBE: &str = "cohort.transaction_probe";
@@ -43,27 +45,34 @@ pub(super) async fn open_transaction(conn: &mut PgConnection) -> Result<Open, Er
     if conn.is_in_transaction() {
         return Ok(Open::Tracked);
     }
-    let token = Uuid::new_v4().to_string();
-    let set = sqlx::query("SELECT pg_catalog.set_config($1, $2, true)")
-        .bind(PROBE)
-        .bind(&token)
-        .execute(&mut *conn)
-        .await;
+    // Simple-protocol statements: nothing is prepared, so through a pooler
+    // in transaction mode (where a prepared statement outside a transaction
+    // may be executed on another server session) each message stands alone
+    // (contract CO1). The only value in the text is a UUID Cohort made.
+    let token = Uuid::new_v4().simple().to_string();
+    let set = sqlx::raw_sql(AssertSqlSafe(format!(
+        "SELECT pg_catalog.set_config('{PROBE}', '{token}', true)"
+    )))
+    .execute(&mut *conn)
+    .await;
     match set {
         Ok(_) => {}
         Err(e) if super::sqlstate(&e).as_deref() == Some("25P02") => return Ok(Open::Untracked),
         Err(e) => return Err(e.into()),
     }
-    let seen: Option<String> = sqlx::query_scalar("SELECT pg_catalog.current_setting($1, true)")
-        .bind(PROBE)
-        .fetch_one(&mut *conn)
-        .await?;
+    let seen = sqlx::raw_sql(AssertSqlSafe(format!(
+        "SELECT pg_catalog.current_setting('{PROBE}', true)"
+    )))
+    .fetch_one(&mut *conn)
+    .await?;
+    let seen: Option<String> = sqlx::Row::try_get(&seen, 0)?;
     if seen.as_deref() == Some(token.as_str()) {
         // Leave the caller's transaction as we found it, as far as we can.
-        sqlx::query("SELECT pg_catalog.set_config($1, '', true)")
-            .bind(PROBE)
-            .execute(&mut *conn)
-            .await?;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SELECT pg_catalog.set_config('{PROBE}', '', true)"
+        )))
+        .execute(&mut *conn)
+        .await?;
         Ok(Open::Untracked)
     } else {
         Ok(Open::No)

@@ -1,9 +1,10 @@
 //! The ledger writer. Private: hosts cannot replace or bypass it.
 //!
 //! Some of these statements run outside Cohort's pinned transactions (a run's
-//! start and end, on the run's own connection), so every operator and
-//! function is written `pg_catalog`-qualified: a schema earlier on the
-//! session's `search_path` cannot shadow them.
+//! start and end, an entity's summaries, each in a transaction of its own:
+//! [`alone`]), so every operator and function is written
+//! `pg_catalog`-qualified: a schema earlier on the session's `search_path`
+//! cannot shadow them.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -12,6 +13,7 @@ use uuid::Uuid;
 use super::{EntitySummary, RunKind, RunStatus, Trigger};
 use crate::policy::Strategy;
 use crate::schema::SchemaName;
+use crate::sql::txn::alone;
 use crate::sql::{AssertSqlSafe, PgTime};
 
 /// A one-row relation that makes the statement's transaction commit
@@ -87,26 +89,30 @@ impl Ledger {
         owner: Uuid,
         lease: chrono::TimeDelta,
     ) -> Result<(), sqlx::Error> {
-        sqlx::query(AssertSqlSafe(format!(
+        let sql = format!(
             "INSERT INTO {} (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at, \
                              subject_hmac, owner_token, lease_expires_at) \
              SELECT $1, $2, $3, $4, $5, $6, 'Started', pg_catalog.statement_timestamp(), $7, $8, \
                     pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $9::pg_catalog.interval \
              FROM {ASYNC_COMMIT}",
             self.runs
-        )))
-        .bind(run_id)
-        .bind(kind.as_str())
-        .bind(trigger.as_str())
-        .bind(dry_run)
-        .bind(tenant_id)
-        .bind(now)
-        .bind(subject_hmac)
-        .bind(owner)
-        .bind(lease)
-        .execute(conn)
+        );
+        alone(conn, async |conn| {
+            crate::sql::query(AssertSqlSafe(sql))
+                .bind(run_id)
+                .bind(kind.as_str())
+                .bind(trigger.as_str())
+                .bind(dry_run)
+                .bind(tenant_id)
+                .bind(now)
+                .bind(subject_hmac)
+                .bind(owner)
+                .bind(lease)
+                .execute(conn)
+                .await
+                .map(|_| ())
+        })
         .await
-        .map(|_| ())
     }
 
     /// Settles run `run_id`, still `Started` and owned by `owner`; false
@@ -120,19 +126,23 @@ impl Ledger {
         error: Option<&str>,
         owner: Uuid,
     ) -> Result<bool, sqlx::Error> {
-        sqlx::query(AssertSqlSafe(format!(
+        let sql = format!(
             "UPDATE {} SET status = $2, settled_at = pg_catalog.statement_timestamp(), error = $3 \
              WHERE run_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'Started' \
                AND owner_token OPERATOR(pg_catalog.=) $4",
             self.runs
-        )))
-        .bind(run_id)
-        .bind(status.as_str())
-        .bind(error)
-        .bind(owner)
-        .execute(conn)
+        );
+        alone(conn, async |conn| {
+            crate::sql::query(AssertSqlSafe(sql))
+                .bind(run_id)
+                .bind(status.as_str())
+                .bind(error)
+                .bind(owner)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected() == 1)
+        })
         .await
-        .map(|done| done.rows_affected() == 1)
     }
 
     /// Settles an abandoned run as `Failed` with `error` (its summaries first,
@@ -147,7 +157,7 @@ impl Ledger {
         error: &str,
     ) -> Result<bool, sqlx::Error> {
         let mut tx = sqlx::Acquire::begin(&mut *conn).await?;
-        let expired: Option<i32> = sqlx::query_scalar(AssertSqlSafe(format!(
+        let expired: Option<i32> = crate::sql::query_scalar(AssertSqlSafe(format!(
             "SELECT 1 FROM {} AS r WHERE r.run_id OPERATOR(pg_catalog.=) $1 \
                AND r.status OPERATOR(pg_catalog.=) 'Started' \
                AND (r.lease_expires_at IS NULL \
@@ -163,7 +173,7 @@ impl Ledger {
             return Ok(false);
         }
         self.fail_running_summaries(&mut tx, run_id, error).await?;
-        sqlx::query(AssertSqlSafe(format!(
+        crate::sql::query(AssertSqlSafe(format!(
             "UPDATE {} SET status = 'Failed', settled_at = pg_catalog.statement_timestamp(), error = $2 \
              WHERE run_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'Started'",
             self.runs
@@ -189,7 +199,7 @@ impl Ledger {
         cutoff: Option<PgTime>,
         owner: Uuid,
     ) -> Result<Option<i64>, sqlx::Error> {
-        sqlx::query_scalar(AssertSqlSafe(format!(
+        let sql = format!(
             "INSERT INTO {t} AS s (run_id, retained_entity_id, entity_type, category, tenant_id, strategy, status, \
                affected_count, held_count, skipped_count, null_anchor_count, applied_period, cutoff, \
                rule_source, rule_reason, updated_at) \
@@ -201,19 +211,23 @@ impl Ledger {
              RETURNING s.summary_id",
             t = self.summaries,
             owned = owned_sql(&self.runs, "$1", "$11"),
-        )))
-        .bind(key.run_id)
-        .bind(key.entity_id)
-        .bind(clean(key.entity_type))
-        .bind(clean(key.category))
-        .bind(key.tenant_id)
-        .bind(strategy_name(key.strategy))
-        .bind(summary.applied_period.map(|p| p.to_string()))
-        .bind(cutoff)
-        .bind(summary.rule_source.as_deref().map(clean))
-        .bind(summary.rule_reason.as_deref().map(clean))
-        .bind(owner)
-        .fetch_optional(conn)
+        );
+        alone(conn, async |conn| {
+            crate::sql::query_scalar(AssertSqlSafe(sql))
+                .bind(key.run_id)
+                .bind(key.entity_id)
+                .bind(clean(key.entity_type))
+                .bind(clean(key.category))
+                .bind(key.tenant_id)
+                .bind(strategy_name(key.strategy))
+                .bind(summary.applied_period.map(|p| p.to_string()))
+                .bind(cutoff)
+                .bind(summary.rule_source.as_deref().map(clean))
+                .bind(summary.rule_reason.as_deref().map(clean))
+                .bind(owner)
+                .fetch_optional(conn)
+                .await
+        })
         .await
     }
 
@@ -279,7 +293,7 @@ impl Ledger {
         summary: i64,
         n: u64,
     ) -> Result<(), sqlx::Error> {
-        sqlx::query(AssertSqlSafe(format!(
+        crate::sql::query(AssertSqlSafe(format!(
             "UPDATE {t} SET affected_count = affected_count OPERATOR(pg_catalog.+) $2, \
                     updated_at = pg_catalog.statement_timestamp() \
              WHERE summary_id OPERATOR(pg_catalog.=) $1",
@@ -314,7 +328,7 @@ impl Ledger {
         run_id: Uuid,
         error: &str,
     ) -> Result<u64, sqlx::Error> {
-        sqlx::query(AssertSqlSafe(format!(
+        crate::sql::query(AssertSqlSafe(format!(
             "UPDATE {t} SET status = 'Failed', error = $2, updated_at = pg_catalog.statement_timestamp() \
              WHERE run_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'Running'",
             t = self.summaries
@@ -338,7 +352,7 @@ impl Ledger {
         status: &str,
         owner: Uuid,
     ) -> Result<bool, sqlx::Error> {
-        sqlx::query(AssertSqlSafe(format!(
+        let sql = format!(
             "INSERT INTO {t} AS s (run_id, retained_entity_id, entity_type, category, tenant_id, strategy, status, \
                affected_count, held_count, skipped_count, null_anchor_count, applied_period, cutoff, \
                rule_source, rule_reason, error, updated_at, legal_minimum_count) \
@@ -354,28 +368,32 @@ impl Ledger {
                  legal_minimum_count = EXCLUDED.legal_minimum_count",
             t = self.summaries,
             owned = owned_sql(&self.runs, "$1", "$18"),
-        )))
-        .bind(key.run_id)
-        .bind(key.entity_id)
-        .bind(clean(key.entity_type))
-        .bind(clean(key.category))
-        .bind(key.tenant_id)
-        .bind(strategy_name(key.strategy))
-        .bind(status)
-        .bind(to_i64(summary.affected))
-        .bind(to_i64(summary.held))
-        .bind(to_i64(summary.skipped))
-        .bind(to_i64(summary.null_anchor))
-        .bind(summary.applied_period.map(|p| p.to_string()))
-        .bind(cutoff)
-        .bind(summary.rule_source.as_deref().map(clean))
-        .bind(summary.rule_reason.as_deref().map(clean))
-        .bind(summary.error.as_deref())
-        .bind(to_i64(summary.legal_minimum))
-        .bind(owner)
-        .execute(conn)
+        );
+        alone(conn, async |conn| {
+            crate::sql::query(AssertSqlSafe(sql))
+                .bind(key.run_id)
+                .bind(key.entity_id)
+                .bind(clean(key.entity_type))
+                .bind(clean(key.category))
+                .bind(key.tenant_id)
+                .bind(strategy_name(key.strategy))
+                .bind(status)
+                .bind(to_i64(summary.affected))
+                .bind(to_i64(summary.held))
+                .bind(to_i64(summary.skipped))
+                .bind(to_i64(summary.null_anchor))
+                .bind(summary.applied_period.map(|p| p.to_string()))
+                .bind(cutoff)
+                .bind(summary.rule_source.as_deref().map(clean))
+                .bind(summary.rule_reason.as_deref().map(clean))
+                .bind(summary.error.as_deref())
+                .bind(to_i64(summary.legal_minimum))
+                .bind(owner)
+                .execute(conn)
+                .await
+                .map(|done| done.rows_affected() == 1)
+        })
         .await
-        .map(|done| done.rows_affected() == 1)
     }
 }
 

@@ -74,6 +74,9 @@ pub(crate) struct Values<'a> {
     /// The run's owner, which each batch's transaction checks (`None` for
     /// previews, which write nothing).
     pub(crate) owner: Option<RunOwner<'a>>,
+    /// Whether the batch statements may be named and cached by the
+    /// connection ([`crate::ConnectionMode::caches_statements`]).
+    pub(crate) cache: bool,
 }
 
 /// Where the next batch starts: after this key.
@@ -122,7 +125,8 @@ fn bind_with<'q>(
     located: Option<&Located>,
     filter: Option<&HoldFilter>,
 ) -> PgQuery<'q> {
-    let mut q = sqlx::query(AssertSqlSafe(statement.text.as_str()));
+    // The hot path's statements, named when the connection keeps them.
+    let mut q = crate::sql::query(AssertSqlSafe(statement.text.as_str())).persistent(v.cache);
     for p in &statement.params {
         q = match *p {
             P::Tenant => q.bind(v.tenant),
@@ -178,7 +182,7 @@ pub(crate) async fn measure(
     // The pinned search_path, and a generic plan: after a purge the anchor
     // index is full of dead entries, and planning with the actual cutoff
     // would probe them to estimate it.
-    sqlx::query(
+    crate::sql::query(
         "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
                 pg_catalog.current_setting('search_path'), true), \
                 pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true)",
@@ -625,7 +629,7 @@ impl EntityBatches<'_> {
             }
         }
         if !rids.is_empty() {
-            sqlx::query(AssertSqlSafe(
+            crate::sql::query(AssertSqlSafe(
                 crate::handlers::QueueSql::dead_letter_captures(v.schema),
             ))
             .bind(v.run)

@@ -210,7 +210,7 @@ async fn usable_types(
 ) -> Result<HashMap<String, bool>, Error> {
     let mut usable = HashMap::new();
     let mut tx = conn.begin().await?;
-    sqlx::query(crate::sql::PIN_SEARCH_PATH)
+    crate::sql::query(crate::sql::PIN_SEARCH_PATH)
         .execute(&mut *tx)
         .await?;
     for e in entities {
@@ -222,7 +222,7 @@ async fn usable_types(
             // The comparison type, with no modifier: a subject a varchar(5)
             // cannot hold is still readable as text, and then simply equals
             // no value of the column.
-            let ok = sqlx::query(AssertSqlSafe(format!(
+            let ok = crate::sql::query(AssertSqlSafe(format!(
                 "SELECT CAST($1::pg_catalog.text AS {})",
                 c.cmp_type
             )))

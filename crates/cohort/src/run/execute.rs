@@ -28,28 +28,24 @@ use crate::policy::{AuditDetail, Scope, Strategy};
 use crate::sql::txn::RunOwner;
 use crate::sql::{AssertSqlSafe, PgTime};
 
-fn run_key_sql(f: &str) -> String {
-    format!(
-        "SELECT pg_catalog.{f}(pg_catalog.hashtextextended('cohort-run|' OPERATOR(pg_catalog.||) \
-         $1::pg_catalog.text, 0))"
-    )
-}
-
 /// Whether the owner of a run without a lease (started by a Cohort before
 /// schema migration 7, which held a session advisory lock for the run's
-/// life) is gone: that lock is free.
+/// life) is gone: that lock is free. One statement takes and gives back the
+/// lock, so a pooler cannot leave it on a server session.
 async fn legacy_owner_gone(conn: &mut PgConnection, run_id: Uuid) -> Result<bool, sqlx::Error> {
-    let free: bool = sqlx::query_scalar(AssertSqlSafe(run_key_sql("pg_try_advisory_lock")))
-        .bind(run_id)
-        .fetch_one(&mut *conn)
-        .await?;
-    if free {
-        sqlx::query(AssertSqlSafe(run_key_sql("pg_advisory_unlock")))
+    const KEY: &str = "pg_catalog.hashtextextended('cohort-run|' OPERATOR(pg_catalog.||) \
+                       $1::pg_catalog.text, 0)";
+    let sql = format!(
+        "SELECT CASE WHEN pg_catalog.pg_try_advisory_lock({KEY}) \
+                     THEN pg_catalog.pg_advisory_unlock({KEY}) ELSE false END"
+    );
+    crate::sql::txn::alone(conn, async |conn| {
+        crate::sql::query_scalar(AssertSqlSafe(sql))
             .bind(run_id)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(free)
+            .fetch_one(conn)
+            .await
+    })
+    .await
 }
 
 /// Whether `e` belongs to the pass of `scope`.
@@ -452,6 +448,7 @@ impl Cohort {
                 run_id,
                 token: lease.token(),
             }),
+            cache: inner.options.connection_mode.caches_statements(),
         };
 
         // PT1: a purge of a table partitioned by range on its anchor drops
@@ -646,18 +643,24 @@ impl Cohort {
         let runs = inner.schema.table("sweep_run");
         // Runs whose lease expired; and runs without a lease (written by a
         // Cohort before migration 7) older than the settle timeout.
-        let stale: Vec<(Uuid, bool)> = sqlx::query_as(AssertSqlSafe(format!(
+        // Every statement in a transaction of its own (through a pooler in
+        // transaction mode, one outside a transaction may change server
+        // connections between its parse and its execution).
+        let sql = format!(
             "SELECT run_id, lease_expires_at IS NULL AS legacy FROM {runs} \
              WHERE status OPERATOR(pg_catalog.=) 'Started' \
                AND (lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp() \
                     OR (lease_expires_at IS NULL AND started_at OPERATOR(pg_catalog.<) \
                         (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)))"
-        )))
-        .bind(
-            chrono::TimeDelta::from_std(inner.options.settle_timeout)
-                .unwrap_or(chrono::TimeDelta::MAX),
-        )
-        .fetch_all(&mut *conn)
+        );
+        let timeout = chrono::TimeDelta::from_std(inner.options.settle_timeout)
+            .unwrap_or(chrono::TimeDelta::MAX);
+        let stale: Vec<(Uuid, bool)> = crate::sql::txn::alone(&mut conn, async |conn| {
+            crate::sql::query_as(AssertSqlSafe(sql))
+                .bind(timeout)
+                .fetch_all(conn)
+                .await
+        })
         .await?;
         let ledger = Ledger::new(&inner.schema);
         let mut settled = 0;

@@ -88,7 +88,7 @@ impl HoldFilter {
         // The count sizes the filter; holds written between it and the
         // stream only make it a little fuller (and move the version, so the
         // first batch reads it again).
-        let n: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        let n: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
             "SELECT pg_catalog.count(*) FROM {holds} AS h \
              WHERE h.retained_entity_id = $1 AND {tenant_cond} AND {live}"
         )))
@@ -109,7 +109,7 @@ impl HoldFilter {
                SELECT pg_catalog.hashtext(h.record_id) AS hash FROM {holds} AS h \
                WHERE h.retained_entity_id = $1 AND {tenant_cond} AND {live}) AS x ON true"
         );
-        let mut rows = sqlx::query_as::<_, (Option<i64>, Option<i32>)>(AssertSqlSafe(sql))
+        let mut rows = crate::sql::query_as::<(Option<i64>, Option<i32>)>(AssertSqlSafe(sql))
             .bind(entity)
             .bind(tenant)
             .fetch(&mut *conn);

@@ -113,7 +113,7 @@ async fn renew(
     period: Duration,
 ) -> Result<bool, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let renewed = sqlx::query(AssertSqlSafe(format!(
+    let renewed = crate::sql::query(AssertSqlSafe(format!(
         "UPDATE {runs} SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $3::pg_catalog.interval \
          WHERE run_id OPERATOR(pg_catalog.=) $1 AND owner_token OPERATOR(pg_catalog.=) $2 \
            AND status OPERATOR(pg_catalog.=) 'Started'"

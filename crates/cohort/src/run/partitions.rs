@@ -176,7 +176,7 @@ async fn list(
     e: &ResolvedEntity,
     cutoff: PgTime,
 ) -> Result<Vec<Partition>, sqlx::Error> {
-    sqlx::query(LIST)
+    crate::sql::query(LIST)
         .bind(e.table.schema.as_str())
         .bind(e.table.name.as_str())
         .bind(e.anchor.name.as_str())
@@ -282,7 +282,7 @@ async fn scan(
     cutoff: PgTime,
 ) -> Result<Scan, sqlx::Error> {
     let sql = scan_sql(e, relation, schema);
-    let mut q = sqlx::query(AssertSqlSafe(sql))
+    let mut q = crate::sql::query(AssertSqlSafe(sql))
         .bind(e.entity_id)
         .bind(cutoff);
     if e.tenant.is_some() {
@@ -371,7 +371,7 @@ impl PartitionPurge<'_> {
 
     async fn preview_in(&self, conn: &mut PgConnection) -> Result<Vec<PartitionPlan>, sqlx::Error> {
         let mut tx = sqlx::Acquire::begin(&mut *conn).await?;
-        sqlx::query(PIN_SEARCH_PATH).execute(&mut *tx).await?;
+        crate::sql::query(PIN_SEARCH_PATH).execute(&mut *tx).await?;
         let mut plans = Vec::new();
         for p in list(&mut tx, self.entity, self.cutoff).await? {
             plans.push(self.judge(&mut tx, &p).await?.0);
@@ -546,7 +546,7 @@ impl PartitionPurge<'_> {
         let Some(relation) = p.relation() else {
             return Ok(sweep_plan(p, SweepReason::DropRefused));
         };
-        sqlx::query(AssertSqlSafe(format!(
+        crate::sql::query(AssertSqlSafe(format!(
             "LOCK TABLE {relation} IN SHARE ROW EXCLUSIVE MODE"
         )))
         .execute(&mut *conn)
@@ -566,7 +566,7 @@ impl PartitionPurge<'_> {
         };
         let e = self.entity;
         if self.per_row && s.total > 0 {
-            sqlx::query(AssertSqlSafe(self.ledger.details_of_relation(
+            crate::sql::query(AssertSqlSafe(self.ledger.details_of_relation(
                 &relation.to_string(),
                 &e.record_id.name.to_string(),
             )))
@@ -581,13 +581,13 @@ impl PartitionPurge<'_> {
         self.ledger
             .add_affected(conn, self.summary, s.total)
             .await?;
-        sqlx::query(AssertSqlSafe(format!(
+        crate::sql::query(AssertSqlSafe(format!(
             "ALTER TABLE {} DETACH PARTITION {relation}",
             e.table
         )))
         .execute(&mut *conn)
         .await?;
-        sqlx::query(AssertSqlSafe(format!("DROP TABLE {relation}")))
+        crate::sql::query(AssertSqlSafe(format!("DROP TABLE {relation}")))
             .execute(&mut *conn)
             .await?;
         Ok(plan)

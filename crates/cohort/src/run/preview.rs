@@ -115,6 +115,7 @@ impl Cohort {
                             handlers: &[],
                             schema: &inner.schema,
                             owner: None,
+                            cache: inner.options.connection_mode.caches_statements(),
                         };
                         if partitions::applies(e, plan.rule.strategy, true, &inner.options) {
                             let purge = PartitionPurge {

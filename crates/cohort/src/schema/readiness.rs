@@ -447,7 +447,7 @@ async fn read_version_marker(
     conn: &mut PgConnection,
     schema: &SchemaName,
 ) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::sql::query_scalar(
         "SELECT d.description \
          FROM pg_catalog.pg_description d \
          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objoid \
@@ -475,7 +475,7 @@ async fn read_catalog(
         .map(|t| t.function.name)
         .collect();
 
-    let tables: BTreeSet<String> = sqlx::query(
+    let tables: BTreeSet<String> = crate::sql::query(
         "SELECT c.relname::text AS relname \
          FROM pg_catalog.pg_class c \
          JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
@@ -492,7 +492,7 @@ async fn read_catalog(
     .collect::<Result<_, _>>()?;
 
     let mut columns: BTreeMap<(String, String), (String, bool)> = BTreeMap::new();
-    for r in sqlx::query(
+    for r in crate::sql::query(
         "SELECT c.relname::text AS relname, a.attname::text AS attname, \
                 pg_catalog.format_type(a.atttypid, a.atttypmod) AS ty, a.attnotnull \
          FROM pg_catalog.pg_class c \
@@ -513,7 +513,7 @@ async fn read_catalog(
         );
     }
 
-    let checks: BTreeSet<(String, String)> = sqlx::query(
+    let checks: BTreeSet<(String, String)> = crate::sql::query(
         "SELECT c.relname::text AS relname, con.conname::text AS conname \
          FROM pg_catalog.pg_constraint con \
          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) con.conrelid \
@@ -534,7 +534,7 @@ async fn read_catalog(
     // columns show as NULL. An index a failed CREATE INDEX CONCURRENTLY left
     // behind is invalid: it enforces nothing and ON CONFLICT cannot use it.
     let mut indexes = Vec::new();
-    for r in sqlx::query(
+    for r in crate::sql::query(
         "SELECT c.relname::text AS relname, ix.indisunique, ix.indisprimary, \
                 (ix.indpred IS NOT NULL OR ix.indexprs IS NOT NULL) AS partial_or_expression, \
                 COALESCE(con.condeferrable, false) AS deferrable, \
@@ -571,7 +571,7 @@ async fn read_catalog(
     }
 
     let mut functions = BTreeMap::new();
-    for r in sqlx::query(
+    for r in crate::sql::query(
         "SELECT p.proname::text AS proname, l.lanname::text AS lanname, p.prosrc, p.proconfig, p.prosecdef, \
                 p.prorettype OPERATOR(pg_catalog.=) 'pg_catalog.trigger'::pg_catalog.regtype::pg_catalog.oid \
                     AS returns_trigger \
@@ -600,7 +600,7 @@ async fn read_catalog(
     }
 
     let mut triggers = Vec::new();
-    for r in sqlx::query(
+    for r in crate::sql::query(
         "SELECT c.relname::text AS relname, t.tgname::text AS tgname, \
                 t.tgenabled::pg_catalog.text AS tgenabled, t.tgtype, \
                 pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) OPERATOR(pg_catalog.>) 0 AS on_some_columns, \

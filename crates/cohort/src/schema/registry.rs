@@ -83,7 +83,7 @@ pub(crate) async fn register(
         String,
         Option<String>,
     );
-    let stored: Vec<Row> = sqlx::query_as::<_, Stored>(AssertSqlSafe(format!(
+    let stored: Vec<Row> = crate::sql::query_as::<Stored>(AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM {registry} WHERE retained_entity_id = ANY ($1::pg_catalog.uuid[])"
     )))
     .bind(&ids)
@@ -137,7 +137,7 @@ async fn write(
              ON CONFLICT (retained_entity_id) DO NOTHING"
         )
     };
-    sqlx::query(AssertSqlSafe(sql))
+    crate::sql::query(AssertSqlSafe(sql))
         .bind(row.retained_entity_id)
         .bind(&row.entity_type)
         .bind(&row.table_schema)

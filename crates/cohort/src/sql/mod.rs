@@ -17,7 +17,39 @@ pub(crate) use ident::{Ident, QualifiedName};
 pub(crate) use statement::{Params, Statement};
 pub(crate) use timestamp::PgTime;
 
-use sqlx::PgConnection;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Connection, FromRow, PgConnection, Postgres, SqlSafeStr};
+
+/// A statement of Cohort's, unnamed: parsed and planned where it runs, and
+/// left on no server session (contract CO1). Every statement but the batch
+/// loop's and the dispatcher's hot ones is built here; those are named
+/// only on a [`crate::ConnectionMode::Direct`] connection (`persistent`).
+/// An unnamed statement is parsed in one protocol exchange and executed in
+/// a second, which a pooler in transaction mode keeps on one server
+/// session only inside a transaction: every statement runs in one.
+pub(crate) fn query<'q>(sql: impl SqlSafeStr) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    sqlx::query(sql).persistent(false)
+}
+
+/// [`query`], mapping rows to `O`.
+pub(crate) fn query_as<'q, O>(
+    sql: impl SqlSafeStr,
+) -> sqlx::query::QueryAs<'q, Postgres, O, PgArguments>
+where
+    O: for<'r> FromRow<'r, PgRow>,
+{
+    sqlx::query_as(sql).persistent(false)
+}
+
+/// [`query`], reading the first column.
+pub(crate) fn query_scalar<'q, O>(
+    sql: impl SqlSafeStr,
+) -> sqlx::query::QueryScalar<'q, Postgres, O, PgArguments>
+where
+    (O,): for<'r> FromRow<'r, PgRow>,
+{
+    sqlx::query_scalar(sql).persistent(false)
+}
 
 /// The statement that puts `pg_catalog` first on `search_path` for the rest
 /// of the current transaction, ahead of whatever the session had. Built-in
@@ -46,20 +78,30 @@ pub(crate) struct Pinned<'c> {
     tx: sqlx::Transaction<'c, sqlx::Postgres>,
     /// The caller's `search_path`, while ours is in force.
     previous_path: Option<String>,
+    /// Whether this is a savepoint inside the caller's transaction, whose
+    /// transaction-local settings outlive it.
+    nested: bool,
 }
 
 impl<'c> Pinned<'c> {
     /// Begins the transaction (or savepoint) and pins `search_path`.
     pub(crate) async fn begin(conn: &'c mut PgConnection) -> Result<Pinned<'c>, sqlx::Error> {
+        // A transaction of its own ends with its settings; only a savepoint
+        // inside the caller's transaction must put the path back.
+        let nested = conn.is_in_transaction();
         let mut tx = sqlx::Acquire::begin(conn).await?;
-        let previous_path: String =
-            sqlx::query_scalar("SELECT pg_catalog.current_setting('search_path')")
-                .fetch_one(&mut *tx)
-                .await?;
-        sqlx::query(PIN_SEARCH_PATH).execute(&mut *tx).await?;
+        // The target list is read left to right: the old path, then ours.
+        let previous_path: String = query_scalar(
+            "SELECT pg_catalog.current_setting('search_path'), \
+                    pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
+                        pg_catalog.current_setting('search_path'), true)",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
         Ok(Pinned {
             tx,
             previous_path: Some(previous_path),
+            nested,
         })
     }
 
@@ -67,7 +109,7 @@ impl<'c> Pinned<'c> {
     /// open: before Cohort hands the transaction to host code.
     pub(crate) async fn unpin(&mut self) -> Result<(), sqlx::Error> {
         if let Some(previous) = self.previous_path.take() {
-            sqlx::query("SELECT pg_catalog.set_config('search_path', $1, true)")
+            query("SELECT pg_catalog.set_config('search_path', $1, true)")
                 .bind(&previous)
                 .execute(&mut *self.tx)
                 .await?;
@@ -80,9 +122,11 @@ impl<'c> Pinned<'c> {
         &mut self.tx
     }
 
-    /// Puts `search_path` back and commits.
+    /// Commits (a savepoint puts the caller's `search_path` back first).
     pub(crate) async fn commit(mut self) -> Result<(), sqlx::Error> {
-        self.unpin().await?;
+        if self.nested {
+            self.unpin().await?;
+        }
         self.tx.commit().await
     }
 

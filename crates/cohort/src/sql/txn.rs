@@ -49,7 +49,7 @@ pub(crate) async fn fence_keys(
     if entities.is_empty() {
         return Ok(Vec::new());
     }
-    sqlx::query_scalar(AssertSqlSafe(format!(
+    crate::sql::query_scalar(AssertSqlSafe(format!(
         "SELECT {} FROM pg_catalog.unnest($2::pg_catalog.uuid[]) WITH ORDINALITY AS u(e, i) ORDER BY u.i",
         fence_key_sql("$1", "u.e")
     )))
@@ -197,6 +197,53 @@ pub(crate) async fn begin_fence(
     .execute(conn)
     .await
     .map(|_| ())
+}
+
+/// Begins a short transaction of Cohort's in one round trip, with
+/// `pg_catalog` first on `search_path` and no wait for the WAL flush at
+/// commit, both for this transaction only: what the row-handler dispatcher
+/// runs each claim and each outcome in through a pooler in transaction
+/// mode (contract CO1), where a session setting would stay on a server
+/// session that other clients use next.
+pub(crate) async fn begin_local(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(
+        "BEGIN ISOLATION LEVEL READ COMMITTED; \
+         SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
+                    pg_catalog.current_setting('search_path'), true), \
+                pg_catalog.set_config('synchronous_commit', 'off', true)",
+    )
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
+
+/// Runs `f` in a transaction of its own on a connection that is in none:
+/// `BEGIN`, `f`, then `COMMIT`, or `ROLLBACK` when `f` fails. For the
+/// statements that would otherwise run alone in autocommit (a run's start
+/// and settle, an entity's summaries): through a pooler in transaction mode
+/// an unnamed statement is parsed in one protocol exchange and executed in
+/// the next, and only a transaction keeps both on one server session
+/// (contract CO1). Settings `f` makes with `set_config(..., true)` end with
+/// the transaction, as they did with the statement's implicit one.
+pub(crate) async fn alone<T>(
+    conn: &mut PgConnection,
+    f: impl AsyncFnOnce(&mut PgConnection) -> Result<T, sqlx::Error>,
+) -> Result<T, sqlx::Error> {
+    sqlx::raw_sql("BEGIN ISOLATION LEVEL READ COMMITTED")
+        .execute(&mut *conn)
+        .await?;
+    match f(&mut *conn).await {
+        Ok(value) => {
+            commit(conn).await?;
+            Ok(value)
+        }
+        Err(e) => {
+            if let Err(r) = rollback(conn).await {
+                tracing::warn!(error = %r, "rolling back a Cohort transaction failed");
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Commits Cohort's own transaction.

@@ -14,6 +14,8 @@
 //! - [`cascade`]: no ON DELETE CASCADE path from a purgeable table into a
 //!   retained one (V3);
 //! - [`order`]: the engine's processing order (X16);
+//! - [`connection`]: the connection itself: a pooler in transaction mode
+//!   the options do not name, advisory locks the server ignores (CO1);
 //! - [`privileges`]: the runtime role's privileges and row-level security
 //!   (SEC2, SEC4), and the grants that satisfy them (SEC1).
 //!
@@ -22,6 +24,7 @@
 
 mod cascade;
 mod columns;
+pub(crate) mod connection;
 mod inheritance;
 mod keys;
 mod order;

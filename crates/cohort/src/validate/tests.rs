@@ -255,7 +255,7 @@ async fn resolved_entities_are_complete_and_referencing_types_come_first() {
     let mut conn = db.pool().acquire().await.expect("connection");
     let mut tx = crate::sql::Pinned::begin(&mut conn).await.expect("begin");
     // As the builder does: only pg_catalog on the path while reading the catalog.
-    sqlx::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
+    crate::sql::query(crate::sql::CATALOG_ONLY_SEARCH_PATH)
         .execute(tx.conn())
         .await
         .expect("catalog path");
@@ -294,7 +294,7 @@ async fn catalog_queries_are_immune_to_a_hostile_search_path_even_unpinned() {
     .await;
     let mut conn = db.connect().await;
     // The shadowing is really in effect on this connection.
-    let shadowed: String = sqlx::query("SELECT format_type(23, -1)")
+    let shadowed: String = crate::sql::query("SELECT format_type(23, -1)")
         .fetch_one(&mut conn)
         .await
         .expect("query")

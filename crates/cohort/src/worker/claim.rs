@@ -90,7 +90,7 @@ impl WorkerLease {
             keeper.abort();
         }
         let mut tx = pool.begin().await?;
-        sqlx::query(AssertSqlSafe(format!(
+        crate::sql::query(AssertSqlSafe(format!(
             "UPDATE {} SET expires_at = pg_catalog.clock_timestamp() \
              WHERE lease_name OPERATOR(pg_catalog.=) $1 AND owner_token OPERATOR(pg_catalog.=) $2",
             self.table
@@ -113,7 +113,9 @@ impl WorkerLease {
         occurrence: DateTime<Utc>,
         dry_run: bool,
     ) -> Result<bool, Error> {
-        let latest: Option<(Uuid, String)> = sqlx::query_as(AssertSqlSafe(format!(
+        // In a transaction of its own: through a pooler in transaction mode
+        // a statement outside one may reach another server connection.
+        let sql = format!(
             "SELECT r.run_id, r.status FROM {runs} AS r \
              WHERE r.trigger OPERATOR(pg_catalog.=) 'Scheduled' \
                AND r.run_kind OPERATOR(pg_catalog.=) 'Sweep' \
@@ -121,10 +123,14 @@ impl WorkerLease {
                AND r.logical_now OPERATOR(pg_catalog.>=) $2 \
              ORDER BY r.started_at DESC, r.run_id LIMIT 1",
             runs = self.runs
-        )))
-        .bind(dry_run)
-        .bind(occurrence)
-        .fetch_optional(&mut *conn)
+        );
+        let latest: Option<(Uuid, String)> = crate::sql::txn::alone(conn, async |conn| {
+            crate::sql::query_as(AssertSqlSafe(sql))
+                .bind(dry_run)
+                .bind(occurrence)
+                .fetch_optional(conn)
+                .await
+        })
         .await?;
         // Only the holder of the worker lease starts scheduled runs, and this
         // worker holds it now: a scheduled run still `Started` was left by a
@@ -151,7 +157,7 @@ impl Drop for WorkerLease {
 /// already `token`'s; true when `token` holds it now.
 async fn take(pool: &PgPool, table: &str, token: Uuid, period: Duration) -> Result<bool, Error> {
     let mut tx = pool.begin().await?;
-    let holder: Option<Uuid> = sqlx::query_scalar(AssertSqlSafe(format!(
+    let holder: Option<Uuid> = crate::sql::query_scalar(AssertSqlSafe(format!(
         "INSERT INTO {table} AS l (lease_name, owner_token, expires_at) \
          VALUES ($1, $2, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $3::pg_catalog.interval) \
          ON CONFLICT (lease_name) DO UPDATE \

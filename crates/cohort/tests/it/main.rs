@@ -62,6 +62,7 @@ mod layering;
 mod ledger;
 mod model;
 mod partitions;
+mod pooler;
 mod reliability;
 mod schema;
 mod security;

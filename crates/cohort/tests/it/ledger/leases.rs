@@ -10,13 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use crate::support::count;
-use crate::support::fixtures::{db_with_tables, readme_rules, scope_a};
+use crate::support::fixtures::{db_with_tables, readme_rules, run_status, scope_a};
 use crate::support::models::*;
 use chrono::Utc;
 use cohort::ledger::{AuditEvent, AuditObserver};
 use cohort::policy::ProviderError;
 use cohort::schema::SchemaName;
-use cohort::{Cohort, Error, Options, RunStatus};
+use cohort::{Cohort, ConnectionMode, Error, Options, RunStatus};
+use cohort_testdb::{Bouncer, TestDb};
 use futures_util::future::BoxFuture;
 use uuid::Uuid;
 
@@ -37,7 +38,69 @@ fn options() -> Options {
     }
 }
 
-async fn notes(db: &cohort_testdb::TestDb, n: u32) {
+/// [`options`] for a handle behind PgBouncer in transaction mode.
+fn pooled_options() -> Options {
+    Options {
+        connection_mode: ConnectionMode::TransactionPooled,
+        ..options()
+    }
+}
+
+/// Where the run's handle connects: the database directly, or a PgBouncer
+/// in transaction mode (two server connections, round robin) in front of it.
+struct Route {
+    bouncer: Option<Bouncer>,
+}
+
+impl Route {
+    async fn new(db: &TestDb, pooled: bool) -> Route {
+        let bouncer = if pooled {
+            Some(Bouncer::start(db, 2).await.expect("PgBouncer starts"))
+        } else {
+            None
+        };
+        Route { bouncer }
+    }
+
+    fn pool(&self, db: &TestDb) -> sqlx::PgPool {
+        match &self.bouncer {
+            Some(b) => b.pool(4),
+            None => db.pool().clone(),
+        }
+    }
+
+    fn url(&self, db: &TestDb) -> String {
+        match &self.bouncer {
+            Some(b) => b.url(),
+            None => db.url(),
+        }
+    }
+
+    fn options(&self) -> Options {
+        if self.bouncer.is_some() {
+            pooled_options()
+        } else {
+            options()
+        }
+    }
+}
+
+/// Records the server connection (backend pid) of every transaction that
+/// deletes notes or writes `sweep_run`, into `public.run_backends`.
+async fn record_backends(db: &TestDb) {
+    db.exec(
+        "CREATE TABLE public.run_backends (pid int NOT NULL); \
+         CREATE FUNCTION public.record_backend() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN INSERT INTO public.run_backends VALUES (pg_catalog.pg_backend_pid()); RETURN NULL; END $$; \
+         CREATE TRIGGER record_backend AFTER DELETE ON public.session_notes \
+           FOR EACH STATEMENT EXECUTE FUNCTION public.record_backend(); \
+         CREATE TRIGGER record_backend AFTER UPDATE ON public.sweep_run \
+           FOR EACH STATEMENT EXECUTE FUNCTION public.record_backend();",
+    )
+    .await;
+}
+
+async fn notes(db: &TestDb, n: u32) {
     db.exec(&format!(
         "INSERT INTO session_notes (id, tenant_id, created_at, body) \
          SELECT gen_random_uuid(), '11111111-1111-1111-1111-111111111111', \
@@ -69,7 +132,7 @@ impl AuditObserver for HoldAtStart {
 }
 
 /// Polls (bounded, asserted) until `sql` (one boolean) is true.
-async fn until(db: &cohort_testdb::TestDb, sql: &str, bind: Uuid, what: &str) {
+async fn until(db: &TestDb, sql: &str, bind: Uuid, what: &str) {
     for _ in 0..6000 {
         let yes: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
             .bind(bind)
@@ -87,12 +150,29 @@ async fn until(db: &cohort_testdb::TestDb, sql: &str, bind: Uuid, what: &str) {
 // contract: CO2, X4
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_run_that_outlasts_its_lease_is_renewed_and_never_settled() {
+    live_run_outlasting_its_lease(false).await;
+}
+
+// contract: CO2, CO1
+// The same through PgBouncer in transaction mode: the run's transactions
+// (its batches, its lease renewals, its settle) land on both server
+// connections, and the settle attempt through the pooler still sees the
+// lease, where a session lock would have looked free from the other
+// server connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_run_through_the_pooler_is_never_settled_as_abandoned() {
+    live_run_outlasting_its_lease(true).await;
+}
+
+async fn live_run_outlasting_its_lease(pooled: bool) {
     let db = db_with_tables().await;
     notes(&db, 4).await;
+    record_backends(&db).await;
+    let route = Route::new(&db, pooled).await;
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
     let go = Arc::new(tokio::sync::Notify::new());
-    let cohort = Cohort::builder(db.pool().clone())
-        .options(options())
+    let cohort = Cohort::builder(route.pool(&db))
+        .options(route.options())
         .rules(readme_rules())
         .entity::<SessionNote>()
         .observer(HoldAtStart {
@@ -120,8 +200,8 @@ async fn a_live_run_that_outlasts_its_lease_is_renewed_and_never_settled() {
         "three lease periods passed",
     )
     .await;
-    let other = Cohort::builder(db.pool().clone())
-        .options(options())
+    let other = Cohort::builder(route.pool(&db))
+        .options(route.options())
         .rules(readme_rules())
         .entity::<SessionNote>()
         .build()
@@ -144,6 +224,13 @@ async fn a_live_run_that_outlasts_its_lease_is_renewed_and_never_settled() {
     let result = run.await.expect("join").expect("the run finishes");
     assert_eq!(result.status, RunStatus::Succeeded);
     assert_eq!(result.affected(), 4);
+    assert_eq!(run_status(&db, run_id).await, "Succeeded");
+    if pooled {
+        assert!(
+            count(&db, "SELECT count(DISTINCT pid) FROM public.run_backends").await >= 2,
+            "the run's transactions spread over both server connections"
+        );
+    }
 }
 
 /// The stalled owner, run as a child process (see the test below): prints
@@ -157,8 +244,9 @@ async fn child_stalled_owner() {
     let pool = sqlx::PgPool::connect(&url.to_string_lossy())
         .await
         .expect("pool");
+    let pooled = std::env::var_os("COHORT_LEASE_CHILD_POOLED").is_some();
     let cohort = Cohort::builder(pool)
-        .options(options())
+        .options(if pooled { pooled_options() } else { options() })
         .rules(readme_rules())
         .entity::<SessionNote>()
         .observer(PauseAfterFirstBatch(Mutex::new(false)))
@@ -206,17 +294,51 @@ fn signal(pid: u32, sig: &str) {
 // contract: CO2, A11, EV1
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_owner_cannot_write_into_or_settle_the_run_settled_meanwhile() {
+    stalled_owner(false, Fate::Resumed).await;
+}
+
+// contract: CO2, CO1
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_owner_through_the_pooler_cannot_write_into_or_settle_the_settled_run() {
+    stalled_owner(true, Fate::Resumed).await;
+}
+
+// contract: CO2, CO1
+// An owner killed mid-run behind the pooler: its run is settled once the
+// lease expired (not before: the settle attempt while it lives settles
+// nothing), with the batch it committed counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owners_run_through_the_pooler_is_settled_after_its_lease_expired() {
+    stalled_owner(true, Fate::Killed).await;
+}
+
+/// What happens to the stalled owner after its run was settled.
+#[derive(Clone, Copy, PartialEq)]
+enum Fate {
+    /// SIGCONT: it wakes up and carries on.
+    Resumed,
+    /// SIGKILL: it never comes back.
+    Killed,
+}
+
+async fn stalled_owner(pooled: bool, fate: Fate) {
     let db = db_with_tables().await;
     notes(&db, 10).await;
+    let route = Route::new(&db, pooled).await;
     let exe = std::env::current_exe().expect("the test binary");
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .args([
             "--exact",
             &this_test("child_stalled_owner"),
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("COHORT_LEASE_CHILD_URL", db.url())
+        .env("COHORT_LEASE_CHILD_URL", route.url(&db));
+    if pooled {
+        command.env("COHORT_LEASE_CHILD_POOLED", "1");
+    }
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -241,6 +363,15 @@ async fn a_stalled_owner_cannot_write_into_or_settle_the_run_settled_meanwhile()
             break Uuid::parse_str(id.trim()).expect("run id");
         }
     };
+    // While it lives, its run is not settled.
+    let settler = Cohort::builder(route.pool(&db))
+        .options(route.options())
+        .rules(readme_rules())
+        .entity::<SessionNote>()
+        .build()
+        .await
+        .expect("model");
+    assert_eq!(settler.settle_abandoned_runs().await.expect("settle"), 0);
     // The whole process stops: its lease keeper too.
     signal(pid, "-STOP");
     until(
@@ -250,13 +381,9 @@ async fn a_stalled_owner_cannot_write_into_or_settle_the_run_settled_meanwhile()
         "the stalled owner's lease expired",
     )
     .await;
-    let settler = Cohort::builder(db.pool().clone())
-        .options(options())
-        .rules(readme_rules())
-        .entity::<SessionNote>()
-        .build()
-        .await
-        .expect("model");
+    if fate == Fate::Killed {
+        signal(pid, "-KILL");
+    }
     assert_eq!(settler.settle_abandoned_runs().await.expect("settle"), 1);
     let (status, affected): (String, i64) = sqlx::query_as(
         "SELECT r.status, s.affected_count FROM sweep_run r JOIN sweep_run_entity_summary s USING (run_id) \
@@ -273,23 +400,27 @@ async fn a_stalled_owner_cannot_write_into_or_settle_the_run_settled_meanwhile()
         "one batch of two committed before the stall"
     );
 
-    // The owner wakes up and carries on: it must find the run settled.
-    signal(pid, "-CONT");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("wake the observer");
+    if fate == Fate::Resumed {
+        // The owner wakes up and carries on: it must find the run settled.
+        signal(pid, "-CONT");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"go\n")
+            .expect("wake the observer");
+    }
     let status = child.wait().expect("child exits");
     reader.join().expect("reader");
-    let rest: Vec<String> = lines.try_iter().collect();
-    assert!(status.success(), "{rest:?}");
-    assert!(
-        rest.iter()
-            .any(|l| l.starts_with(&format!("RESULT lease-lost {paused}"))),
-        "the owner stopped with RunLeaseLost: {rest:?}"
-    );
+    if fate == Fate::Resumed {
+        let rest: Vec<String> = lines.try_iter().collect();
+        assert!(status.success(), "{rest:?}");
+        assert!(
+            rest.iter()
+                .any(|l| l.starts_with(&format!("RESULT lease-lost {paused}"))),
+            "the owner stopped with RunLeaseLost: {rest:?}"
+        );
+    }
     // Nothing written after the settle: no row deleted, no count changed,
     // the run not settled again, the ledger's chain intact.
     assert_eq!(
