@@ -221,9 +221,12 @@ async fn usable_types(
             let mut savepoint = tx.begin().await?;
             // The comparison type, with no modifier: a subject a varchar(5)
             // cannot hold is still readable as text, and then simply equals
-            // no value of the column.
+            // no value of the column. The statement returns a boolean, not
+            // the host's type: sqlx looks an unknown result type up with a
+            // simple query, which would drop this unnamed statement before
+            // it runs ("unnamed prepared statement does not exist").
             let ok = crate::sql::query(AssertSqlSafe(format!(
-                "SELECT CAST($1::pg_catalog.text AS {})",
+                "SELECT CAST($1::pg_catalog.text AS {}) IS NOT NULL",
                 c.cmp_type
             )))
             .bind(subject)

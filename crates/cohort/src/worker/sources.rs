@@ -31,7 +31,7 @@ use crate::policy::{ProviderError, TenantContext};
 ///     fn tenants(&self) -> BoxFuture<'_, Result<Vec<TenantContext>, ProviderError>> {
 ///         Box::pin(async move {
 ///             let rows: Vec<(uuid::Uuid, Option<String>)> =
-///                 crate::sql::query_as("SELECT id, country FROM organisations ORDER BY created_at")
+///                 sqlx::query_as("SELECT id, country FROM organisations ORDER BY created_at")
 ///                     .fetch_all(&self.0)
 ///                     .await?;
 ///             Ok(rows
