@@ -34,6 +34,7 @@ pub(crate) const ENV_KEYS: &[&str] = &[
     "settle_timeout",
     "inactive_hold_retention",
     "partition_drops",
+    "connection_mode",
     "hash_key",
     "certificate_key",
     "worker.schedule",

@@ -241,6 +241,9 @@ async fn tables(pool: &PgPool) -> CliResult<Vec<DbTable>> {
     // parent) of every schema but the system's, with the extension that
     // owns each, if one does; then every column with its base type (through
     // a domain).
+    // Every read in one transaction, each statement unnamed: through a
+    // pooler in transaction mode they stay on one server connection.
+    let mut tx = pool.begin().await?;
     let rows = sqlx::query(
         "SELECT n.nspname::pg_catalog.text AS schema, c.relname::pg_catalog.text AS name, \
                 (SELECT e.extname::pg_catalog.text FROM pg_catalog.pg_depend d \
@@ -256,7 +259,7 @@ async fn tables(pool: &PgPool) -> CliResult<Vec<DbTable>> {
            AND n.nspname::pg_catalog.text NOT LIKE 'pg\\_%' \
          ORDER BY 1, 2",
     )
-    .fetch_all(pool)
+    .persistent(false).fetch_all(&mut *tx)
     .await?;
     let mut out: Vec<DbTable> = Vec::new();
     let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
@@ -286,7 +289,7 @@ async fn tables(pool: &PgPool) -> CliResult<Vec<DbTable>> {
            AND NOT c.relispartition \
          ORDER BY 1, 2, a.attnum",
     )
-    .fetch_all(pool)
+    .persistent(false).fetch_all(&mut *tx)
     .await?;
     for r in &cols {
         let key = (

@@ -232,8 +232,11 @@ async fn latest_erasure(pool: &PgPool, schema: &SchemaName) -> CliResult<Uuid> {
          ORDER BY r.started_at DESC, r.run_id LIMIT 1",
         qualified(schema.as_str(), "sweep_run")?
     );
+    // Every read in one transaction, each statement unnamed: through a
+    // pooler in transaction mode they stay on one server connection.
+    let mut tx = pool.begin().await?;
     let id: Option<Uuid> = sqlx::query_scalar(AssertSqlSafe(sql))
-        .fetch_optional(pool)
+        .persistent(false).fetch_optional(&mut *tx)
         .await?;
     id.ok_or_else(|| {
         CliError::Usage("the ledger has no settled erasure run; give a run's id".to_owned())

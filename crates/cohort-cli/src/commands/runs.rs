@@ -184,6 +184,9 @@ pub(crate) async fn list(
     }
     ready(pool, schema).await?;
     let tables = Tables::of(schema)?;
+    // Every read in one transaction, each statement unnamed: through a
+    // pooler in transaction mode they stay on one server connection.
+    let mut tx = pool.begin().await?;
     let sql = format!(
         "{} WHERE ($1::pg_catalog.text IS NULL OR r.status OPERATOR(pg_catalog.=) $1) \
            AND ($2::pg_catalog.text IS NULL OR r.run_kind OPERATOR(pg_catalog.=) $2) \
@@ -196,7 +199,7 @@ pub(crate) async fn list(
         .bind(kind)
         .bind(a.tenant)
         .bind(a.limit)
-        .fetch_all(pool)
+        .persistent(false).fetch_all(&mut *tx)
         .await?;
     Ok(rows.iter().map(run_row).collect::<Result<Vec<_>, _>>()?)
 }
@@ -209,12 +212,15 @@ pub(crate) async fn show(
 ) -> CliResult<RunShowJson> {
     ready(pool, schema).await?;
     let tables = Tables::of(schema)?;
+    // Every read in one transaction, each statement unnamed: through a
+    // pooler in transaction mode they stay on one server connection.
+    let mut tx = pool.begin().await?;
     let run = if a.run.eq_ignore_ascii_case("latest") {
         let sql = format!(
             "{} ORDER BY r.started_at DESC, r.run_id LIMIT 1",
             tables.run_select()
         );
-        sqlx::query(AssertSqlSafe(sql)).fetch_optional(pool).await?
+        sqlx::query(AssertSqlSafe(sql)).persistent(false).fetch_optional(&mut *tx).await?
     } else {
         let id = Uuid::parse_str(a.run.trim()).map_err(|e| {
             CliError::Usage(format!(
@@ -228,7 +234,7 @@ pub(crate) async fn show(
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(id)
-            .fetch_optional(pool)
+            .persistent(false).fetch_optional(&mut *tx)
             .await?
     };
     let Some(run) = run else {
@@ -247,7 +253,7 @@ pub(crate) async fn show(
     );
     let summaries = sqlx::query(AssertSqlSafe(sql))
         .bind(run.run_id)
-        .fetch_all(pool)
+        .persistent(false).fetch_all(&mut *tx)
         .await?
         .iter()
         .map(|r| {
@@ -276,7 +282,7 @@ pub(crate) async fn show(
     );
     let row_details: i64 = sqlx::query_scalar(AssertSqlSafe(count_sql))
         .bind(run.run_id)
-        .fetch_one(pool)
+        .persistent(false).fetch_one(&mut *tx)
         .await?;
     let mut rows = Vec::new();
     if a.rows > 0 {
@@ -288,7 +294,7 @@ pub(crate) async fn show(
         rows = sqlx::query(AssertSqlSafe(sql))
             .bind(run.run_id)
             .bind(a.rows)
-            .fetch_all(pool)
+            .persistent(false).fetch_all(&mut *tx)
             .await?
             .iter()
             .map(|r| {

@@ -121,6 +121,7 @@ pub(crate) async fn migrate(
         }
         let mut tx = pool.begin().await?;
         sqlx::query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))")
+            .persistent(false)
             .bind(format!("cohort schema migrate {}", schema.as_str()))
             .execute(&mut *tx)
             .await?;

@@ -45,6 +45,9 @@ pub(crate) async fn table_columns(
     schema: &str,
     table: &str,
 ) -> CliResult<Vec<CatalogColumn>> {
+    // Every read in one transaction, each statement unnamed: through a
+    // pooler in transaction mode they stay on one server connection.
+    let mut tx = pool.begin().await?;
     let rows = sqlx::query(
         "SELECT a.attname::pg_catalog.text AS name, \
                 pg_catalog.format_type(a.atttypid, a.atttypmod) AS sql_type \
@@ -58,7 +61,7 @@ pub(crate) async fn table_columns(
     )
     .bind(schema)
     .bind(table)
-    .fetch_all(pool)
+    .persistent(false).fetch_all(&mut *tx)
     .await?;
     rows.iter()
         .map(|r| {

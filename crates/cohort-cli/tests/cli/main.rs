@@ -10,6 +10,7 @@ mod demo;
 mod evidence;
 mod help;
 mod model_file;
+mod pooler;
 mod reading;
 mod schedule;
 mod settings;
