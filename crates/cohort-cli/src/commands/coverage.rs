@@ -289,7 +289,8 @@ async fn tables(pool: &PgPool) -> CliResult<Vec<DbTable>> {
            AND NOT c.relispartition \
          ORDER BY 1, 2, a.attnum",
     )
-    .persistent(false).fetch_all(&mut *tx)
+    .persistent(false)
+    .fetch_all(&mut *tx)
     .await?;
     for r in &cols {
         let key = (

@@ -236,7 +236,8 @@ async fn latest_erasure(pool: &PgPool, schema: &SchemaName) -> CliResult<Uuid> {
     // pooler in transaction mode they stay on one server connection.
     let mut tx = pool.begin().await?;
     let id: Option<Uuid> = sqlx::query_scalar(AssertSqlSafe(sql))
-        .persistent(false).fetch_optional(&mut *tx)
+        .persistent(false)
+        .fetch_optional(&mut *tx)
         .await?;
     id.ok_or_else(|| {
         CliError::Usage("the ledger has no settled erasure run; give a run's id".to_owned())

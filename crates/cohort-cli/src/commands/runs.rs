@@ -199,7 +199,8 @@ pub(crate) async fn list(
         .bind(kind)
         .bind(a.tenant)
         .bind(a.limit)
-        .persistent(false).fetch_all(&mut *tx)
+        .persistent(false)
+        .fetch_all(&mut *tx)
         .await?;
     Ok(rows.iter().map(run_row).collect::<Result<Vec<_>, _>>()?)
 }
@@ -220,7 +221,10 @@ pub(crate) async fn show(
             "{} ORDER BY r.started_at DESC, r.run_id LIMIT 1",
             tables.run_select()
         );
-        sqlx::query(AssertSqlSafe(sql)).persistent(false).fetch_optional(&mut *tx).await?
+        sqlx::query(AssertSqlSafe(sql))
+            .persistent(false)
+            .fetch_optional(&mut *tx)
+            .await?
     } else {
         let id = Uuid::parse_str(a.run.trim()).map_err(|e| {
             CliError::Usage(format!(
@@ -234,7 +238,8 @@ pub(crate) async fn show(
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(id)
-            .persistent(false).fetch_optional(&mut *tx)
+            .persistent(false)
+            .fetch_optional(&mut *tx)
             .await?
     };
     let Some(run) = run else {
@@ -253,7 +258,8 @@ pub(crate) async fn show(
     );
     let summaries = sqlx::query(AssertSqlSafe(sql))
         .bind(run.run_id)
-        .persistent(false).fetch_all(&mut *tx)
+        .persistent(false)
+        .fetch_all(&mut *tx)
         .await?
         .iter()
         .map(|r| {
@@ -282,7 +288,8 @@ pub(crate) async fn show(
     );
     let row_details: i64 = sqlx::query_scalar(AssertSqlSafe(count_sql))
         .bind(run.run_id)
-        .persistent(false).fetch_one(&mut *tx)
+        .persistent(false)
+        .fetch_one(&mut *tx)
         .await?;
     let mut rows = Vec::new();
     if a.rows > 0 {
@@ -294,7 +301,8 @@ pub(crate) async fn show(
         rows = sqlx::query(AssertSqlSafe(sql))
             .bind(run.run_id)
             .bind(a.rows)
-            .persistent(false).fetch_all(&mut *tx)
+            .persistent(false)
+            .fetch_all(&mut *tx)
             .await?
             .iter()
             .map(|r| {

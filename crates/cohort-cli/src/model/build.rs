@@ -61,7 +61,8 @@ pub(crate) async fn table_columns(
     )
     .bind(schema)
     .bind(table)
-    .persistent(false).fetch_all(&mut *tx)
+    .persistent(false)
+    .fetch_all(&mut *tx)
     .await?;
     rows.iter()
         .map(|r| {

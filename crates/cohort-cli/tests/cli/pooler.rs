@@ -44,14 +44,26 @@ async fn every_operator_command_works_through_a_transaction_pooler() {
 
     pooled(&["schema", "check"]);
     pooled(&["validate"]);
-    let preview = json(&pooled(&["preview", "--tenant", TENANT, "--now", NOW, "--json"]));
+    let preview = json(&pooled(&[
+        "preview", "--tenant", TENANT, "--now", NOW, "--json",
+    ]));
     pooled(&[
-        "holds", "add", "--entity", "users", "--record", CAROL, "--tenant", TENANT, "--reason",
+        "holds",
+        "add",
+        "--entity",
+        "users",
+        "--record",
+        CAROL,
+        "--tenant",
+        TENANT,
+        "--reason",
         "litigation",
     ]);
     let holds = json(&pooled(&["holds", "list", "--json"]));
     assert_eq!(holds.as_array().map(Vec::len), Some(1), "{holds}");
-    let sweep = json(&pooled(&["sweep", "--tenant", TENANT, "--now", NOW, "--json"]));
+    let sweep = json(&pooled(&[
+        "sweep", "--tenant", TENANT, "--now", NOW, "--json",
+    ]));
     assert_eq!(sweep["status"], "Succeeded", "{sweep}");
     pooled(&["erase", "--tenant", TENANT, "--subject", BOB, "--now", NOW]);
     let runs = json(&pooled(&["runs", "list", "--json"]));
@@ -78,13 +90,17 @@ async fn every_operator_command_works_through_a_transaction_pooler() {
         .filter_map(|e| e["eligible"].as_u64())
         .sum();
     assert!(eligible > 0, "{preview}");
-    assert_eq!(sweep["affected"].as_u64(), Some(eligible - 1), "{sweep}\n{preview}");
+    assert_eq!(
+        sweep["affected"].as_u64(),
+        Some(eligible - 1),
+        "{sweep}\n{preview}"
+    );
 }
 
 // contract: CO1
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_connection_mode_behind_a_transaction_pooler_is_refused_with_the_setting_to_change()
-{
+ {
     let p = Project::new().await;
     p.sample().await;
     let bouncer = Bouncer::start(&p.db, 2).await.expect("PgBouncer starts");
