@@ -580,3 +580,190 @@ async fn building_in_direct_mode_behind_a_transaction_pooler_is_refused() {
     let text = problems.to_string();
     assert!(text.contains("connection_mode"), "{text}");
 }
+
+// ---------------------------------------------------------------------------
+// Types the driver does not know. sqlx looks an unknown type up with a
+// simple query, which drops the unnamed statement it is preparing; every
+// client connection through the pooler starts with an empty type cache, so
+// a statement of Cohort's that returned a host type would fail here.
+
+#[allow(dead_code, reason = "mirrors a table; only its descriptor is read")]
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "handles",
+    anchor = "created_at",
+    id = "c0c0c0c0-0001-4000-8000-000000000001",
+    table = "handles"
+)]
+struct Handle {
+    id: String,
+    tenant_id: Uuid,
+    created_at: chrono::DateTime<Utc>,
+    #[cohort(erasure_subject)]
+    email: String,
+}
+
+#[allow(dead_code, reason = "mirrors a table; only its descriptor is read")]
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "profiles",
+    anchor = "created_at",
+    id = "c0c0c0c0-0002-4000-8000-000000000002",
+    table = "profiles"
+)]
+struct Profile {
+    id: String,
+    tenant_id: Uuid,
+    created_at: chrono::DateTime<Utc>,
+    anonymised_at: Option<chrono::DateTime<Utc>>,
+    #[cohort(anonymise_with = Scramble)]
+    nick: String,
+}
+
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Email {
+    email: String,
+}
+
+/// Captures each purged handle's e-mail (a citext column).
+struct Emails(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl RowHandler for Emails {
+    type Snapshot = Email;
+
+    fn capture(&self, row: &CapturedRow) -> Result<Email, HandlerError> {
+        Ok(Email {
+            email: row.get("email")?,
+        })
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        _ctx: &'a HandlerContext,
+        snapshot: Email,
+    ) -> cohort::BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move {
+            self.0.lock().expect("emails").push(snapshot.email);
+            Ok(())
+        })
+    }
+}
+
+// contract: CO1
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_types_the_driver_does_not_know_work_through_the_pooler() {
+    let (db, bouncer) = behind_pooler().await;
+    db.exec(&format!(
+        "CREATE EXTENSION IF NOT EXISTS citext; \
+         CREATE TABLE handles (id citext PRIMARY KEY, tenant_id uuid NOT NULL, \
+             created_at timestamptz NOT NULL, email citext NOT NULL); \
+         CREATE TABLE profiles (id citext PRIMARY KEY, tenant_id uuid NOT NULL, \
+             created_at timestamptz NOT NULL, anonymised_at timestamptz, nick citext NOT NULL); \
+         INSERT INTO handles SELECT 'H-' || g, '{t}', now() - interval '40 days', 'user' || g || '@Example.org' \
+             FROM generate_series(1, 7) g; \
+         INSERT INTO handles VALUES ('Ann.Lee', '{t}', now() - interval '40 days', 'Ann@Example.org'), \
+             ('young', '{t}', now(), 'ann@example.org'); \
+         INSERT INTO profiles SELECT 'P-' || g, '{t}', now() - interval '40 days', NULL, 'Nick' || g \
+             FROM generate_series(1, 5) g;",
+        t = tenant_a()
+    ))
+    .await;
+    let emails = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let rules = TestRules::new()
+        .with(
+            "handles",
+            Capabilities::only(Strategy::Purge),
+            Rule::new(Period::days(30), Strategy::Purge),
+        )
+        .with(
+            "profiles",
+            Capabilities::only(Strategy::Anonymise),
+            Rule::new(Period::days(30), Strategy::Anonymise),
+        );
+    let cohort = Cohort::builder(bouncer.pool(4))
+        .options(pooled())
+        .rules(rules)
+        .entity::<Handle>()
+        .entity::<Profile>()
+        .row_handler::<Handle, _>(Emails(emails.clone()))
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("build: {e}\n{}", bouncer.log()));
+    let handle_type = uuid("c0c0c0c0-0001-4000-8000-000000000001");
+
+    // A hold on a citext key, in another spelling than the row's.
+    let host = bouncer.pool(2);
+    let mut conn = host.acquire().await.expect("conn");
+    cohort
+        .holds()
+        .create(
+            &mut conn,
+            HoldRequest::new(
+                handle_type,
+                "ANN.LEE",
+                Some(tenant_a()),
+                "litigation",
+                Utc::now(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("hold: {e}\n{}", bouncer.log()));
+    // A host deletion of a held citext key is refused.
+    let refused = cohort
+        .deletion()
+        .execute(
+            &mut conn,
+            &[Target::new(handle_type, "ann.lee", Some(tenant_a()))],
+            |_c| Box::pin(async { Ok::<_, sqlx::Error>(()) }),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("deletion: {e:?}\n{}", bouncer.log()));
+    assert!(
+        matches!(refused, DeletionOutcome::Protected { .. }),
+        "{refused:?}"
+    );
+    drop(conn);
+
+    let preview = cohort
+        .preview(&scope_a(), Utc::now())
+        .await
+        .unwrap_or_else(|e| panic!("preview: {e}\n{}", bouncer.log()));
+    let handles = preview_entry(&preview, "Handle");
+    assert_eq!((handles.eligible, handles.held), (7, 1), "{handles:?}");
+    let result = cohort
+        .sweep(&scope_a(), Utc::now())
+        .await
+        .unwrap_or_else(|e| panic!("sweep: {e}\n{}", bouncer.log()));
+    assert_eq!(result.status, RunStatus::Succeeded, "{result:?}");
+    assert_eq!(entity_summary(&result, "Handle").affected, 7);
+    assert_eq!(entity_summary(&result, "Profile").affected, 5);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM profiles WHERE nick::text LIKE 'anon-%' AND anonymised_at IS NOT NULL").await,
+        5
+    );
+    let report = cohort
+        .dispatcher()
+        .run_once()
+        .await
+        .unwrap_or_else(|e| panic!("dispatch: {e}\n{}", bouncer.log()));
+    assert_eq!(report.succeeded, 7, "{report:?}");
+    assert_eq!(emails.lock().expect("emails").len(), 7);
+
+    // Erasure by a citext subject: both spellings of Ann's address match,
+    // the held row stays.
+    let erased = cohort
+        .erase(
+            &scope_a(),
+            Utc::now(),
+            ErasureRequest::new("ANN@example.ORG"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("erase: {e}\n{}", bouncer.log()));
+    let h = entity_summary(&erased, "Handle");
+    assert_eq!((h.affected, h.held), (1, 1), "{h:?}");
+    let left: Vec<String> = sqlx::query_scalar("SELECT id::text FROM handles ORDER BY id")
+        .fetch_all(db.pool())
+        .await
+        .expect("handles");
+    assert_eq!(left, vec!["Ann.Lee".to_owned()]);
+}
