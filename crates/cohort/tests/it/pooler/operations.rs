@@ -535,6 +535,79 @@ async fn two_workers_behind_the_pooler_take_an_occurrence_once() {
     );
 }
 
+// contract: CO3, W4
+// A replica behind the pooler dies mid-occurrence (its future dropped while
+// its run waits at `Started`: its connections close, its keepers stop, the
+// worker lease and the run's lease are left to expire). Another replica
+// takes the occurrence once the worker lease expired, finds the run still
+// `Started` without an owner, and sweeps the occurrence again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_occurrence_behind_the_pooler_is_replaced() {
+    let (db, bouncer) = behind_pooler().await;
+    old_notes(&db, 6).await;
+    let short = Options {
+        run_lease: StdDuration::from_secs(1),
+        ..pooled()
+    };
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let go = Arc::new(tokio::sync::Notify::new());
+    let doomed = Cohort::builder(bouncer.pool(4))
+        .options(short.clone())
+        .rules(rules())
+        .entity::<SessionNote>()
+        .observer(HoldAtStart {
+            started: std::sync::Mutex::new(Some(started_tx)),
+            go,
+        })
+        .build()
+        .await
+        .expect("build");
+    let occurrence = Utc::now();
+    let shutdown = cohort::CancellationToken::new();
+    let first = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            doomed
+                .worker()
+                .tenants(vec![TenantContext::new(tenant_a())])
+                .run_occurrence(occurrence, &shutdown)
+                .await
+        }
+    });
+    tokio::time::timeout(StdDuration::from_secs(120), started_rx)
+        .await
+        .expect("the doomed replica's run started")
+        .expect("its id");
+    first.abort();
+    assert!(first.await.is_err_and(|e| e.is_cancelled()));
+    assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 6);
+
+    let replacement = Cohort::builder(bouncer.pool(4))
+        .options(short)
+        .rules(rules())
+        .entity::<SessionNote>()
+        .build()
+        .await
+        .expect("build");
+    let worker = || {
+        replacement
+            .worker()
+            .tenants(vec![TenantContext::new(tenant_a())])
+    };
+    let report = worker()
+        .run_occurrence(occurrence, &shutdown)
+        .await
+        .unwrap_or_else(|e| panic!("replacement: {e}\n{}", bouncer.log()));
+    assert!(!report.already_swept, "{report:?}");
+    assert_eq!(report.affected(), 6, "{report:?}");
+    assert_eq!(count(&db, "SELECT count(*) FROM session_notes").await, 0);
+    let again = worker()
+        .run_occurrence(occurrence, &shutdown)
+        .await
+        .expect("claim check");
+    assert!(again.already_swept, "{again:?}");
+}
+
 /// Holds a run at its `Started` event until the test says go.
 struct HoldAtStart {
     started: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<Uuid>>>,
