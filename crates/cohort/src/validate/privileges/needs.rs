@@ -1,0 +1,603 @@
+//! What the engine needs: per retained type ([`type_needs`]) and on
+//! Cohort's own tables ([`cohort_needs`], [`COHORT_TABLES`]). The one
+//! description both the check and the generated grants read.
+
+use crate::catalog::{Ask, Privilege};
+use crate::model::AnonymiseMethod;
+use crate::policy::{Capabilities, Strategy};
+use crate::schema::SchemaName;
+use crate::sql::{Ident, QualifiedName};
+use crate::validate::registry::Target;
+use crate::validate::roles::Roles;
+
+/// Where problems about Cohort's own tables are filed: after every type's.
+pub(super) const COHORT_TABLES_INDEX: usize = usize::MAX;
+
+/// What a privilege is on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum Object {
+    /// A schema (`USAGE`).
+    Schema(Ident),
+    /// A table as a whole.
+    Table(QualifiedName),
+    /// One column of a table (system columns included).
+    Column(QualifiedName, Ident),
+    /// At least one column of a table; `Ident` is the column the grant
+    /// suggests.
+    AnyColumn(QualifiedName, Ident),
+}
+
+/// One privilege the runtime role needs, and why.
+#[derive(Debug, Clone)]
+pub(super) struct Need {
+    pub(super) object: Object,
+    pub(super) privilege: Privilege,
+    pub(super) why: String,
+}
+
+impl Need {
+    pub(super) fn schema(schema: Ident, why: impl Into<String>) -> Need {
+        Need {
+            object: Object::Schema(schema),
+            privilege: Privilege::Usage,
+            why: why.into(),
+        }
+    }
+
+    pub(super) fn table(
+        table: &QualifiedName,
+        privilege: Privilege,
+        why: impl Into<String>,
+    ) -> Need {
+        Need {
+            object: Object::Table(table.clone()),
+            privilege,
+            why: why.into(),
+        }
+    }
+
+    pub(super) fn column(
+        table: &QualifiedName,
+        column: Ident,
+        privilege: Privilege,
+        why: impl Into<String>,
+    ) -> Need {
+        Need {
+            object: Object::Column(table.clone(), column),
+            privilege,
+            why: why.into(),
+        }
+    }
+
+    /// The `GRANT` that gives this privilege to `role`.
+    pub(super) fn grant(&self, role: &Ident) -> String {
+        let p = self.privilege.keyword();
+        match &self.object {
+            Object::Schema(s) => format!("GRANT USAGE ON SCHEMA {s} TO {role}"),
+            Object::Table(t) => format!("GRANT {p} ON TABLE {t} TO {role}"),
+            Object::Column(t, c) | Object::AnyColumn(t, c) => {
+                format!("GRANT {p} ({c}) ON TABLE {t} TO {role}")
+            }
+        }
+    }
+
+    /// The table concerned (schema-qualified, unquoted), for problems.
+    pub(super) fn table_name(&self) -> Option<String> {
+        match &self.object {
+            Object::Schema(_) => None,
+            Object::Table(t) | Object::Column(t, _) | Object::AnyColumn(t, _) => {
+                Some(format!("{}.{}", t.schema.as_str(), t.name.as_str()))
+            }
+        }
+    }
+
+    /// The column concerned: for "any column", the one the fix grants.
+    pub(super) fn column_name(&self) -> Option<&str> {
+        match &self.object {
+            Object::Column(_, c) | Object::AnyColumn(_, c) => Some(c.as_str()),
+            _ => None,
+        }
+    }
+
+    pub(super) fn ask(&self) -> Ask<'_> {
+        match &self.object {
+            Object::Schema(s) => Ask::Schema { schema: s.as_str() },
+            Object::Table(t) => Ask::Table {
+                schema: t.schema.as_str(),
+                table: t.name.as_str(),
+                privilege: self.privilege,
+            },
+            Object::Column(t, c) => Ask::Column {
+                schema: t.schema.as_str(),
+                table: t.name.as_str(),
+                column: c.as_str(),
+                privilege: self.privilege,
+            },
+            Object::AnyColumn(t, _) => Ask::AnyColumn {
+                schema: t.schema.as_str(),
+                table: t.name.as_str(),
+                privilege: self.privilege,
+            },
+        }
+    }
+
+    /// What is missing, in a problem's words.
+    pub(super) fn missing(&self, role: &str) -> String {
+        let p = self.privilege.keyword();
+        let what = match &self.object {
+            Object::Schema(s) => format!("USAGE on schema {}", s.as_str()),
+            Object::Table(t) => format!("{p} on table {}.{}", t.schema.as_str(), t.name.as_str()),
+            Object::Column(t, c) => format!(
+                "{p} on column {} of {}.{}",
+                c.as_str(),
+                t.schema.as_str(),
+                t.name.as_str()
+            ),
+            Object::AnyColumn(t, _) => format!(
+                "{p} on any column of {}.{}",
+                t.schema.as_str(),
+                t.name.as_str()
+            ),
+        };
+        format!("the role {role} lacks {what}: {}", self.why)
+    }
+}
+
+/// A field's column as an identifier (`None` for a name no identifier can
+/// carry: the column checks report it).
+pub(super) fn ident(column: &str) -> Option<Ident> {
+    Ident::new(column).ok()
+}
+
+/// Why the engine reads the system columns.
+pub(super) const ROW_ADDRESS: &str =
+    "the engine addresses the rows a batch locked by (tableoid, ctid)";
+
+/// Why purge-only types need `UPDATE` on a column.
+pub(super) const ROW_LOCKS: &str = "PostgreSQL allows row locks (SELECT ... FOR UPDATE / FOR SHARE, which \
+     erasure, hold creation, host deletion and a sweep's row-by-row path take) only to a role \
+     with UPDATE on at least one column of the table; the engine never writes this column";
+
+/// Everything the engine does to one retained type's table, for the union of
+/// the strategies its category may resolve to (P3): which columns it reads,
+/// which it writes, whether it deletes. `None` when the table has no name an
+/// identifier can carry (reported elsewhere).
+/// Whether row handlers capture `target`'s rows: `handlers` is whether any
+/// is registered and, when known, which types they are for.
+pub(super) fn captures(target: &Target, handlers: (bool, Option<&[uuid::Uuid]>)) -> bool {
+    match handlers {
+        (false, _) => false,
+        (true, None) => true,
+        (true, Some(types)) => target
+            .descriptor
+            .entity_id()
+            .is_some_and(|id| types.contains(&id)),
+    }
+}
+
+pub(super) fn type_needs(
+    target: &Target,
+    roles: &Roles,
+    caps: &Capabilities,
+    captured: bool,
+) -> Vec<Need> {
+    let Some(table) = &target.table else {
+        return Vec::new();
+    };
+    let mut needs = vec![Need::schema(
+        table.schema.clone(),
+        "the retained table is in this schema",
+    )];
+    if captured {
+        needs.push(Need::table(
+            table,
+            Privilege::Select,
+            "row handlers capture the whole row (to_jsonb) before it changes",
+        ));
+    }
+    let mut select = |field: Option<&crate::model::FieldDescriptor>, why: &str| {
+        if let Some(c) = field.and_then(|f| ident(f.column)) {
+            needs.push(Need::column(table, c, Privilege::Select, why));
+        }
+    };
+    select(
+        roles.record_id,
+        "every strategy, preview, erasure and hold reads the record id",
+    );
+    select(
+        roles.anchor,
+        "every sweep and preview filters by the anchor",
+    );
+    select(
+        roles.tenant,
+        "every statement filters by the tenant (rows of other tenants are never read)",
+    );
+    for &s in &roles.subjects {
+        select(Some(s), "erasure compares the erasure-subject columns");
+    }
+    let soft_delete = caps.allows(Strategy::SoftDelete);
+    let anonymise = caps.allows(Strategy::Anonymise);
+    if soft_delete {
+        select(
+            roles.soft_delete,
+            "soft-delete skips rows whose flag is already set",
+        );
+    }
+    if anonymise {
+        select(
+            roles.anonymised_at,
+            "anonymise skips rows already anonymised",
+        );
+        for (f, method) in &roles.anonymise {
+            if matches!(
+                method,
+                AnonymiseMethod::Custom(_) | AnonymiseMethod::Named(_)
+            ) {
+                select(
+                    Some(f),
+                    "a custom anonymiser reads the column's value to compute its replacement",
+                );
+            }
+        }
+    }
+    for system in ["tableoid", "ctid"] {
+        needs.push(Need::column(
+            table,
+            Ident::known(system),
+            Privilege::Select,
+            ROW_ADDRESS,
+        ));
+    }
+
+    let mut updates = 0;
+    let mut update = |needs: &mut Vec<Need>, field: Option<&crate::model::FieldDescriptor>, why| {
+        if let Some(c) = field.and_then(|f| ident(f.column)) {
+            needs.push(Need::column(table, c, Privilege::Update, why));
+            updates += 1;
+        }
+    };
+    if soft_delete {
+        update(&mut needs, roles.soft_delete, "soft-delete sets the flag");
+        update(
+            &mut needs,
+            roles.deleted_at,
+            "soft-delete stamps deleted-at",
+        );
+    }
+    if anonymise {
+        for (f, _) in &roles.anonymise {
+            update(&mut needs, Some(f), "anonymise scrubs the column");
+        }
+        update(
+            &mut needs,
+            roles.anonymised_at,
+            "anonymise stamps anonymised-at",
+        );
+    }
+    if caps.allows(Strategy::Purge) {
+        needs.push(Need::table(
+            table,
+            Privilege::Delete,
+            "the category may resolve to Purge, which deletes rows",
+        ));
+    }
+    if updates == 0
+        && let Some(c) = roles.anchor.and_then(|f| ident(f.column))
+    {
+        needs.push(Need {
+            object: Object::AnyColumn(table.clone(), c),
+            privilege: Privilege::Update,
+            why: ROW_LOCKS.to_owned(),
+        });
+    }
+    needs
+}
+
+/// Which columns of one of Cohort's tables a privilege covers.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Columns {
+    /// Not needed.
+    None,
+    /// The whole table.
+    All,
+    /// These columns.
+    Only(&'static [&'static str]),
+}
+
+/// What the engine does to one of Cohort's tables.
+#[derive(Debug)]
+pub(super) struct CohortTable {
+    pub(super) name: &'static str,
+    pub(super) select: Columns,
+    pub(super) insert: Columns,
+    pub(super) update: Columns,
+    pub(super) delete: bool,
+    pub(super) why: &'static str,
+}
+
+/// What the engine does to Cohort's tables today (read from `ledger::writer`,
+/// `run::execute` and `holds::statements`). Keep in step with them: the test
+/// suite runs as a role granted exactly this (`COHORT_TEST_ROLE=least`).
+pub(super) const COHORT_TABLES: [CohortTable; 6] = [
+    CohortTable {
+        name: "sweep_run",
+        // Settling finds the run by id and status; recovery also reads
+        // started-at; the worker's claim check finds the latest scheduled
+        // sweep of its kind at or after the occurrence.
+        select: Columns::Only(&[
+            "run_id",
+            "run_kind",
+            "trigger",
+            "dry_run",
+            "logical_now",
+            "status",
+            "started_at",
+            // The lease (contract CO2): every write checks the owner's
+            // token, settling reads the expiry.
+            "owner_token",
+            "lease_expires_at",
+        ]),
+        insert: Columns::Only(&[
+            "run_id",
+            "run_kind",
+            "trigger",
+            "dry_run",
+            "tenant_id",
+            "logical_now",
+            "status",
+            "started_at",
+            "subject_hmac",
+            "owner_token",
+            "lease_expires_at",
+        ]),
+        update: Columns::Only(&["status", "settled_at", "error", "lease_expires_at"]),
+        delete: false,
+        why: "a run writes its Started row, then settles it",
+    },
+    CohortTable {
+        name: "sweep_run_entity_summary",
+        // ON CONFLICT reads its key and the EXCLUDED values it writes;
+        // batches add to the affected count by summary_id; RETURNING reads
+        // summary_id. Only entity_type is never read.
+        select: Columns::Only(&[
+            "summary_id",
+            "run_id",
+            "retained_entity_id",
+            "category",
+            "tenant_id",
+            "strategy",
+            "status",
+            "affected_count",
+            "held_count",
+            "skipped_count",
+            "null_anchor_count",
+            "legal_minimum_count",
+            "applied_period",
+            "cutoff",
+            "rule_source",
+            "rule_reason",
+            "error",
+            "updated_at",
+        ]),
+        insert: Columns::Only(&[
+            "run_id",
+            "retained_entity_id",
+            "entity_type",
+            "category",
+            "tenant_id",
+            "strategy",
+            "status",
+            "affected_count",
+            "held_count",
+            "skipped_count",
+            "null_anchor_count",
+            "legal_minimum_count",
+            "applied_period",
+            "cutoff",
+            "rule_source",
+            "rule_reason",
+            "error",
+            "updated_at",
+        ]),
+        update: Columns::Only(&[
+            "status",
+            "affected_count",
+            "held_count",
+            "skipped_count",
+            "null_anchor_count",
+            "legal_minimum_count",
+            "applied_period",
+            "cutoff",
+            "rule_source",
+            "rule_reason",
+            "error",
+            "updated_at",
+        ]),
+        delete: false,
+        why: "each entity of a run writes its summary and batches add their progress",
+    },
+    CohortTable {
+        name: "sweep_run_row_detail",
+        // Insert-only: never read, changed or deleted by the sweeping role.
+        select: Columns::None,
+        insert: Columns::Only(&[
+            "run_id",
+            "retained_entity_id",
+            "entity_type",
+            "record_id",
+            "tenant_id",
+            "action",
+            "created_at",
+        ]),
+        update: Columns::None,
+        delete: false,
+        why: "rules with per-row audit record each changed row",
+    },
+    CohortTable {
+        name: "retention_holds",
+        // Sweeps and erasures check holds; the holds API lists and returns them.
+        select: Columns::All,
+        insert: Columns::Only(&[
+            "hold_id",
+            "retained_entity_id",
+            "record_id",
+            "tenant_id",
+            "reason",
+            "created_at",
+            "expires_at",
+            "removed_at",
+        ]),
+        update: Columns::Only(&["removed_at"]),
+        delete: true,
+        why: "the holds API creates, removes and prunes holds, and every mutation checks them",
+    },
+    CohortTable {
+        name: "retention_entities",
+        // The upsert compares the stored row with the new one.
+        select: Columns::All,
+        insert: Columns::All,
+        update: Columns::Only(&[
+            "entity_type",
+            "table_schema",
+            "table_name",
+            "record_id_column",
+            "record_id_type",
+            "record_id_eq_schema",
+            "record_id_eq",
+            "tenant_column",
+            "registered_at",
+            // The fence trigger moves it when the holds API writes a hold.
+            "holds_version",
+        ]),
+        delete: false,
+        why: "building a handle registers each retained type's key, which plain-SQL holds are read through; \
+              writing a hold moves the type's holds version",
+    },
+    CohortTable {
+        name: "sweep_worker_lease",
+        select: Columns::All,
+        insert: Columns::All,
+        update: Columns::Only(&["owner_token", "expires_at"]),
+        delete: false,
+        why: "replicas of the scheduled worker take turns on its lease",
+    },
+];
+
+/// The columns of `sweep_run_row_detail` the auditor reads: all but
+/// `captured_payload` (a snapshot of the row's personal data, kept only
+/// until the row's handlers are done).
+pub(super) const AUDITOR_ROW_DETAIL: &[&str] = &[
+    "detail_id",
+    "run_id",
+    "retained_entity_id",
+    "entity_type",
+    "record_id",
+    "tenant_id",
+    "action",
+    "created_at",
+    // The evidence chain (contract EV1): the auditor verifies it.
+    "chain_payload",
+    "chain_seq",
+    "chain_prev",
+    "chain_hash",
+];
+
+/// What row handlers add on Cohort's tables, when any is registered: sweeps
+/// write each changed row's detail with its captured snapshots and queue the
+/// handlers' work; the dispatcher claims, settles and reclaims work and
+/// clears payloads. Keep in step with `handlers::queue` and `ledger::writer`.
+pub(super) const HANDLER_TABLES: [CohortTable; 2] = [
+    CohortTable {
+        name: "sweep_run_row_detail",
+        select: Columns::Only(&[
+            "detail_id",
+            "record_id",
+            "action",
+            "captured_payload",
+            "created_at",
+        ]),
+        insert: Columns::Only(&["captured_payload"]),
+        update: Columns::Only(&["captured_payload"]),
+        delete: false,
+        why: "row handlers' snapshots live in the row details until their work is done",
+    },
+    CohortTable {
+        name: "sweep_row_handler_status",
+        select: Columns::All,
+        insert: Columns::Only(&[
+            "detail_id",
+            "run_id",
+            "retained_entity_id",
+            "record_id",
+            "tenant_id",
+            "handler_id",
+            "priority",
+            "state",
+            "attempts",
+            "not_before",
+            "after_sweep_settled",
+            "last_error",
+            "created_at",
+            "updated_at",
+        ]),
+        update: Columns::Only(&[
+            "state",
+            "claim_token",
+            "attempts",
+            "claim_expires_at",
+            "not_before",
+            "last_error",
+            "updated_at",
+        ]),
+        delete: false,
+        why: "sweeps queue row handlers' work and the dispatcher delivers it",
+    },
+];
+
+/// What the engine needs on Cohort's own tables in `schema` (with row
+/// handlers registered, what they add).
+pub(super) fn cohort_needs(schema: &SchemaName, row_handlers: bool) -> Vec<Need> {
+    let mut needs = vec![Need::schema(
+        schema.ident().clone(),
+        "Cohort's tables are in this schema",
+    )];
+    let extra: &[CohortTable] = if row_handlers { &HANDLER_TABLES } else { &[] };
+    for t in COHORT_TABLES.iter().chain(extra) {
+        let table = schema.table(t.name);
+        for (privilege, columns) in [
+            (Privilege::Select, t.select),
+            (Privilege::Insert, t.insert),
+            (Privilege::Update, t.update),
+        ] {
+            match columns {
+                Columns::None => {}
+                Columns::All => needs.push(Need::table(&table, privilege, t.why)),
+                Columns::Only(cols) => {
+                    for &c in cols {
+                        needs.push(Need::column(&table, Ident::known(c), privilege, t.why));
+                    }
+                }
+            }
+        }
+        if t.delete {
+            needs.push(Need::table(
+                &table,
+                Privilege::Delete,
+                "Holds::prune deletes inactive holds",
+            ));
+        }
+    }
+    needs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cohort_table_in_the_needs_is_one_of_the_five() {
+        for t in COHORT_TABLES.iter().chain(&HANDLER_TABLES) {
+            assert!(crate::schema::TABLES.contains(&t.name), "{}", t.name);
+        }
+    }
+}
