@@ -57,7 +57,7 @@ pub(crate) struct Inner {
     /// The row handlers, ordered by retained type, then rank.
     pub(crate) handlers: Vec<Registered>,
     /// The worker's schedule, parsed at build.
-    pub(crate) schedule: crate::worker::Schedule,
+    pub(crate) schedule: crate::config::Schedule,
     /// The host's key for subject hashes ([`CohortBuilder::subject_key`]).
     pub(crate) subject_key: Option<Arc<[u8]>>,
     /// Set once readiness has passed; failures are never cached.
@@ -487,7 +487,7 @@ impl CohortBuilder {
             Err(e) => return Err(e),
         };
         // Options::validate reported a bad schedule already.
-        let schedule = crate::worker::Schedule::parse(&self.options.worker).ok();
+        let schedule = crate::config::Schedule::parse(&self.options.worker).ok();
         match (model, schedule) {
             (Some(model), Some(schedule)) if report.is_empty() => {
                 // The fence trigger reads plain-SQL holds' record ids through

@@ -11,8 +11,8 @@
 //! | `cohort_worker_occurrences_total` | counter | `outcome` (`run`, `skipped`, `failed`) |
 
 use crate::error::Error;
+use crate::ledger::{RunKind, RunStatus};
 use crate::policy::Strategy;
-use crate::run::RunResult;
 
 /// A committed batch.
 #[cfg(feature = "metrics")]
@@ -24,12 +24,11 @@ pub(crate) fn batch(strategy: Strategy, rows: u64) {
 
 /// A run's outcome.
 #[cfg(feature = "metrics")]
-pub(crate) fn run(result: &Result<RunResult, Error>) {
+pub(crate) fn run(result: Result<(RunKind, RunStatus, u64), &Error>) {
     match result {
-        Ok(r) => {
-            let held: u64 = r.summaries.iter().map(|s| s.held).sum();
+        Ok((kind, status, held)) => {
             metrics::counter!("cohort_held_rows_total").increment(held);
-            metrics::counter!("cohort_runs_total", "kind" => r.kind.as_str(), "status" => r.status.as_str())
+            metrics::counter!("cohort_runs_total", "kind" => kind.as_str(), "status" => status.as_str())
                 .increment(1);
         }
         Err(e) => {
@@ -49,7 +48,7 @@ pub(crate) fn batch(_strategy: Strategy, _rows: u64) {}
 
 /// A run's outcome.
 #[cfg(not(feature = "metrics"))]
-pub(crate) fn run(_result: &Result<RunResult, Error>) {}
+pub(crate) fn run(_result: Result<(RunKind, RunStatus, u64), &Error>) {}
 
 /// A worker occurrence's outcome: `run`, `skipped` (already swept) or `failed`.
 #[cfg(feature = "metrics")]

@@ -19,10 +19,10 @@
 
 mod certificate;
 mod chain;
-mod error;
 mod export;
 mod report;
 
+pub use crate::error::evidence::EvidenceError;
 pub(crate) use certificate::subject_hmac_bytes;
 pub use certificate::{
     BlockedCount, CERTIFICATE_VERSION, Certificate, CertificateOptions, CertificateSignature,
@@ -32,7 +32,6 @@ pub use chain::{
     ChainHead, ChainProblem, ChainTable, ProblemKind, PrunedLink, VerifyReport, chain_link_at,
     verify,
 };
-pub use error::EvidenceError;
 pub use export::{ExportFormat, ExportRecords, ExportSummary, TimeRange, export};
 pub use report::{ActiveHold, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report};
 

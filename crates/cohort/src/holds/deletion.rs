@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
-use super::error::{HoldError, MAX_DELETION_TARGETS};
+use super::MAX_DELETION_TARGETS;
 use super::key::{self, KeySql};
 use super::statements::HoldSql;
 use super::txn::{self, Open};
@@ -16,6 +16,7 @@ use super::types::Target;
 use super::validate;
 use crate::cohort::Cohort;
 use crate::error::Error;
+use crate::error::hold::HoldError;
 use crate::model::resolved::ResolvedEntity;
 use crate::sql::{AssertSqlSafe, Pinned};
 

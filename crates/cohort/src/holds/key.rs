@@ -25,8 +25,8 @@
 
 use uuid::Uuid;
 
-use super::error::HoldError;
 use crate::error::Error;
+use crate::error::hold::HoldError;
 use crate::model::resolved::ResolvedEntity;
 use crate::sql::txn::FENCE_CLASS;
 

@@ -13,7 +13,6 @@
 #![doc = include_str!("../../../../docs/holds.md")]
 
 mod deletion;
-mod error;
 mod key;
 mod repo;
 mod statements;
@@ -21,10 +20,12 @@ mod txn;
 mod types;
 mod validate;
 
+pub use crate::error::hold::{HoldError, MAX_REASON_BYTES, MAX_RECORD_ID_BYTES, RecordIdProblem};
 pub use deletion::{Deletion, DeletionError, DeletionOutcome};
-pub use error::{
-    HoldError, MAX_DELETION_TARGETS, MAX_REASON_BYTES, MAX_RECORD_ID_BYTES, RecordIdProblem,
-};
+
+/// The most targets one host deletion may name: they are locked and checked
+/// in one transaction, and memory grows with them.
+pub const MAX_DELETION_TARGETS: usize = crate::config::MAX_BATCH_SIZE as usize;
 pub use repo::Holds;
 pub use types::{Hold, HoldFilter, HoldRequest, Target};
 

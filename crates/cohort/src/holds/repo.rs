@@ -6,7 +6,6 @@ use sqlx::postgres::types::PgInterval;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
-use super::error::HoldError;
 use super::key::{self, KeySql};
 use super::statements::HoldSql;
 use super::txn::{self, Open};
@@ -14,6 +13,7 @@ use super::types::{Hold, HoldFilter, HoldRequest, Target};
 use super::validate;
 use crate::cohort::Cohort;
 use crate::error::Error;
+use crate::error::hold::HoldError;
 use crate::model::resolved::ResolvedEntity;
 use crate::sql::timestamp::to_pg_precision;
 use crate::sql::{AssertSqlSafe, PgTime, Pinned};

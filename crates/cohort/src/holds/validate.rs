@@ -2,8 +2,8 @@
 
 use uuid::Uuid;
 
-use super::error::{HoldError, MAX_REASON_BYTES, MAX_RECORD_ID_BYTES, RecordIdProblem};
 use super::types::{HoldRequest, Target};
+use crate::error::hold::{HoldError, MAX_REASON_BYTES, MAX_RECORD_ID_BYTES, RecordIdProblem};
 use crate::model::resolved::ResolvedEntity;
 
 /// The registered retained type with this id.

@@ -131,7 +131,7 @@ pub struct EntitySummary {
     /// `docs/partitions.md`). A dropped partition's rows are in `affected`.
     /// Empty for every other table and strategy (and then left out of JSON).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub partitions: Vec<crate::run::PartitionPlan>,
+    pub partitions: Vec<super::partitions::PartitionPlan>,
 }
 
 /// One event of a run, delivered to observers after its transaction committed.

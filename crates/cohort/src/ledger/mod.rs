@@ -3,6 +3,7 @@
 mod events;
 mod failure;
 mod observer;
+pub(crate) mod partitions;
 mod writer;
 
 pub use events::{AuditEvent, EntitySummary, RunKind, RunStatus, Trigger};

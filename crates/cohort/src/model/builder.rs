@@ -12,8 +12,8 @@ use super::descriptor::{
     FieldDescriptor, Markers, Membership,
 };
 use crate::error::Error;
+use crate::error::validation::{ValidationProblem, ValidationReport};
 use crate::sql::ident::{Ident, IdentProblem};
-use crate::validate::{ValidationProblem, ValidationReport};
 
 /// A name as the builder takes it: a `&'static str` is kept as it is, a
 /// `String` is leaked once by a successful [`EntityDescriptorBuilder::build`].

@@ -133,7 +133,11 @@ impl Cohort {
             .execute_run(conn, scope, now, spec, run_id)
             .instrument(span)
             .await;
-        crate::metrics::run(&result);
+        crate::metrics::run(
+            result
+                .as_ref()
+                .map(|r| (r.kind, r.status, r.summaries.iter().map(|s| s.held).sum())),
+        );
         result
     }
 

@@ -1,26 +1,11 @@
 //! Cohort's numbered schema migrations, for the host's migration tool.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::SchemaName;
 use super::ddl::{down_sql, up_sql};
 
-/// A migration's number and name, as readiness reports missing ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MigrationId {
-    /// Its number: migrations apply in this order, and the installed
-    /// version is the number of the last one applied.
-    pub version: i64,
-    /// Its name, `snake_case`, starting with `cohort_`.
-    pub name: &'static str,
-}
-
-impl fmt::Display for MigrationId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.version, self.name)
-    }
-}
+pub use crate::error::readiness::MigrationId;
 
 /// What the spec needs to know about a migration besides its elements.
 #[derive(Debug)]

@@ -23,7 +23,7 @@ pub use migrations::{
 pub use readiness::{ReadinessProblem, ReadinessReport, ReadinessWarning, check_readiness};
 
 use crate::error::Error;
-use crate::sql::{Ident, QualifiedName};
+use crate::sql::Ident;
 
 /// The names of Cohort's tables, in creation order: the five of migration
 /// 1, the registry of retained types (migration 5), the worker's lease
@@ -38,12 +38,10 @@ pub const TABLES: [&str; 7] = [
     "sweep_worker_lease",
 ];
 
-/// A validated PostgreSQL schema name: non-empty, at most 63 bytes, no NUL.
-/// Any other character (capitals, spaces, quotes) is fine: it is always
-/// written quoted.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SchemaName(Ident);
+pub use crate::sql::SchemaName;
 
+// The type is defined in the SQL layer (it only wraps a quoted identifier);
+// its validating constructor is here, where the crate's error is known.
 impl SchemaName {
     /// Validates a schema name.
     ///
@@ -61,36 +59,5 @@ impl SchemaName {
                 name: name.escape_default().to_string(),
                 problem,
             })
-    }
-
-    /// The `public` schema.
-    pub fn public() -> SchemaName {
-        SchemaName(Ident::known("public"))
-    }
-
-    /// The raw name.
-    pub fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-
-    pub(crate) fn ident(&self) -> &Ident {
-        &self.0
-    }
-
-    /// One of Cohort's tables in this schema.
-    pub(crate) fn table(&self, table: &'static str) -> QualifiedName {
-        QualifiedName::new(self.0.clone(), Ident::known(table))
-    }
-}
-
-impl Default for SchemaName {
-    fn default() -> Self {
-        SchemaName::public()
-    }
-}
-
-impl std::fmt::Display for SchemaName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }

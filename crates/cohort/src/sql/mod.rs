@@ -9,11 +9,13 @@
 
 pub(crate) mod ident;
 pub(crate) mod predicates;
+mod schema_name;
 pub(crate) mod statement;
 pub(crate) mod timestamp;
 pub(crate) mod txn;
 
 pub(crate) use ident::{Ident, QualifiedName};
+pub use schema_name::SchemaName;
 pub(crate) use statement::{Params, Statement};
 pub(crate) use timestamp::PgTime;
 

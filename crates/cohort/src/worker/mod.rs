@@ -66,7 +66,6 @@
 //! sync (NTP).
 
 mod claim;
-mod schedule;
 mod sources;
 
 use std::collections::HashMap;
@@ -79,7 +78,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
-pub use schedule::Schedule;
+pub use crate::config::Schedule;
 pub use sources::{Clock, KillSwitch, NoTenants, SystemClock, TenantSource};
 
 use crate::cohort::Cohort;

@@ -1,4 +1,6 @@
-//! Why a hold request or a deletion target was refused.
+//! Why a hold request or a deletion target was refused. Produced by the
+//! holds layer (which re-exports it as `cohort::holds::HoldError`); defined
+//! here, beside the error that carries it ([`super::Error::Hold`]).
 
 use std::fmt;
 
@@ -12,10 +14,6 @@ pub const MAX_RECORD_ID_BYTES: usize = 1024;
 /// The longest hold reason Cohort accepts, in bytes: a reason is a short
 /// citation ("Litigation hold - case #12345"), not a document.
 pub const MAX_REASON_BYTES: usize = 4096;
-
-/// The most targets one host deletion may name: they are locked and checked
-/// in one transaction, and memory grows with them.
-pub const MAX_DELETION_TARGETS: usize = crate::config::MAX_BATCH_SIZE as usize;
 
 /// Why a record id was refused before any SQL ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,7 +145,7 @@ pub enum HoldError {
         hold_id: Uuid,
     },
 
-    /// A host deletion named more targets than [`MAX_DELETION_TARGETS`].
+    /// A host deletion named more targets than [`MAX_DELETION_TARGETS`](crate::holds::MAX_DELETION_TARGETS).
     #[error("a host deletion may name at most {max} targets; {count} were given")]
     TooManyTargets {
         /// How many were given.

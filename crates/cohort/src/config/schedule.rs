@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 
-use crate::config::WorkerOptions;
-use crate::validate::ValidationProblem;
+use super::WorkerOptions;
+use crate::error::validation::ValidationProblem;
 
 /// A parsed schedule: when the worker's occurrences fall.
 ///

@@ -1,11 +1,14 @@
 //! Options: typed, deserialisable, validated at start-up.
 
+mod schedule;
+
+pub use schedule::Schedule;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::validation::ValidationProblem;
 use crate::model::Conventions;
-use crate::validate::ValidationProblem;
 
 /// The largest batch Cohort accepts. A batch's memory (its record ids, and
 /// the values a custom anonymiser computes) grows with it, and so does the
@@ -258,10 +261,13 @@ impl Options {
             ("schema", &self.schema),
             ("default_table_schema", &self.default_table_schema),
         ] {
-            if let Err(e) = crate::schema::SchemaName::new(value) {
+            if let Err(problem) = crate::sql::Ident::new(value) {
+                // The words of `Error::InvalidIdentifier`, as `SchemaName::new`
+                // would say it.
+                let shown = value.escape_default().to_string();
                 problems.push(ValidationProblem::option(
                     name,
-                    e.to_string(),
+                    format!("invalid schema name {shown:?}: {problem}"),
                     "use a schema name of 1 to 63 bytes without NUL",
                 ));
             }
@@ -345,7 +351,7 @@ impl Options {
                 "use None to keep holds forever, or a positive duration",
             ));
         }
-        if let Err(found) = crate::worker::Schedule::parse(&self.worker) {
+        if let Err(found) = Schedule::parse(&self.worker) {
             problems.extend(found);
         }
         if self.worker.tenant.is_some_and(|t| t.is_nil()) {

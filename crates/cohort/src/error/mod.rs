@@ -1,8 +1,20 @@
-//! The crate's one error type.
+//! The crate's one error type, at the bottom of the layers: every layer's
+//! public functions return it. The types its variants carry (a readiness
+//! report, a validation report, a hold's or an evidence call's refusal)
+//! describe a failure and are defined here beside it, so the error composes
+//! nothing from the layers above; the layers that produce them re-export
+//! them at their public paths (`cohort::schema::ReadinessReport`,
+//! `cohort::ValidationReport`, `cohort::holds::HoldError`,
+//! `cohort::evidence::EvidenceError`).
 
-use crate::schema::ReadinessReport;
+pub(crate) mod evidence;
+pub(crate) mod hold;
+pub(crate) mod readiness;
+pub(crate) mod validation;
+
 use crate::sql::ident::IdentProblem;
-use crate::validate::ValidationReport;
+use readiness::ReadinessReport;
+use validation::ValidationReport;
 
 /// Everything that can go wrong in Cohort, as variants a caller can act on.
 #[derive(Debug, thiserror::Error)]
@@ -115,12 +127,12 @@ pub enum Error {
     /// [`HoldError`](crate::holds::HoldError) says why. Nothing was written,
     /// and a caller's transaction is still usable.
     #[error(transparent)]
-    Hold(#[from] crate::holds::HoldError),
+    Hold(#[from] hold::HoldError),
 
     /// An evidence call (verify, export, report, certificate) refused or
     /// failed to write.
     #[error("{0}")]
-    Evidence(#[from] crate::evidence::EvidenceError),
+    Evidence(#[from] evidence::EvidenceError),
 
     /// The host-deletion service owns its transaction, but the connection it
     /// was given is already inside one. Call it on a connection with no
