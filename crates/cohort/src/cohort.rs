@@ -1,20 +1,23 @@
-//! The handle hosts hold, and its builder. Every public operation of Cohort
-//! is a method here, on one page; each delegates to the module that does the
-//! work (`run`, `holds`).
+//! The handle hosts hold, and its builder: the top layer. Every public
+//! operation of Cohort is a method here, on one page; each delegates to the
+//! engine ([`crate::engine::Engine`]) and the modules that run on it (`run`,
+//! `holds`, `dispatch`, `worker`), none of which knows the handle.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use chrono::{DateTime, TimeZone, Utc};
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::config::Options;
+use crate::dispatch::Dispatcher;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::handlers::registry::Registered;
-use crate::handlers::{Dispatcher, RowHandler, RowHandlerOptions};
+use crate::handlers::{RowHandler, RowHandlerOptions};
 use crate::holds::{Deletion, Holds};
 use crate::ledger::{AuditObserver, Trigger};
 use crate::model::{AnonymiserFn, EntityDescriptor, Retained};
@@ -23,7 +26,7 @@ use crate::run::{ErasureRequest, Preview, RunResult, SweepOptions};
 use crate::schema::{SchemaName, check_readiness};
 use crate::sql::Pinned;
 use crate::sql::timestamp::to_pg_precision;
-use crate::validate::{self, Model, Registration, ValidationProblem, ValidationReport};
+use crate::validate::{self, Registration, ValidationProblem, ValidationReport};
 use crate::worker::Worker;
 
 /// Cohort, configured and validated: build one with [`Cohort::builder`] and
@@ -43,34 +46,7 @@ use crate::worker::Worker;
 /// | [`settle_abandoned_runs`](Cohort::settle_abandoned_runs) | settles runs whose owner died |
 #[derive(Clone)]
 pub struct Cohort {
-    pub(crate) inner: Arc<Inner>,
-}
-
-/// The shared state behind a [`Cohort`].
-pub(crate) struct Inner {
-    pub(crate) pool: PgPool,
-    pub(crate) options: Options,
-    pub(crate) schema: SchemaName,
-    pub(crate) provider: Arc<dyn RuleProvider>,
-    pub(crate) model: Model,
-    pub(crate) observers: Vec<Arc<dyn AuditObserver>>,
-    /// The row handlers, ordered by retained type, then rank.
-    pub(crate) handlers: Vec<Registered>,
-    /// The worker's schedule, parsed at build.
-    pub(crate) schedule: crate::config::Schedule,
-    /// The host's key for subject hashes ([`CohortBuilder::subject_key`]).
-    pub(crate) subject_key: Option<Arc<[u8]>>,
-    /// Set once readiness has passed; failures are never cached.
-    ready: AtomicBool,
-}
-
-impl Inner {
-    /// The row handlers of one retained type, in rank order.
-    pub(crate) fn handlers_of(&self, entity_id: Uuid) -> &[Registered] {
-        let start = self.handlers.partition_point(|h| h.entity_id < entity_id);
-        let end = self.handlers.partition_point(|h| h.entity_id <= entity_id);
-        &self.handlers[start..end]
-    }
+    pub(crate) inner: Arc<Engine>,
 }
 
 impl fmt::Debug for Cohort {
@@ -136,7 +112,7 @@ impl Cohort {
         scope: &Scope,
         now: DateTime<Tz>,
     ) -> Result<Preview, Error> {
-        self.run_preview(scope, normalise(&now)?).await
+        self.inner.run_preview(scope, normalise(&now)?).await
     }
 
     /// Sweeps the rows of `scope` that are old enough at `now`, applying
@@ -162,7 +138,8 @@ impl Cohort {
         now: DateTime<Tz>,
         options: SweepOptions,
     ) -> Result<RunResult, Error> {
-        self.run_sweep(scope, normalise(&now)?, options, Trigger::Manual)
+        self.inner
+            .run_sweep(scope, normalise(&now)?, options, Trigger::Manual)
             .await
     }
 
@@ -188,12 +165,14 @@ impl Cohort {
         now: DateTime<Tz>,
         request: ErasureRequest,
     ) -> Result<RunResult, Error> {
-        self.run_erasure(scope, normalise(&now)?, request).await
+        self.inner
+            .run_erasure(scope, normalise(&now)?, request)
+            .await
     }
 
     /// The legal-holds repository: create, remove, list and prune holds.
     pub fn holds(&self) -> Holds<'_> {
-        Holds::new(self)
+        Holds::new(&self.inner)
     }
 
     /// The host-deletion service: the host's own deletes, refused when an
@@ -201,7 +180,7 @@ impl Cohort {
     /// host's callback deletes what it chooses, and its own side effects
     /// belong in that callback's transaction.
     pub fn deletion(&self) -> Deletion<'_> {
-        Deletion::new(self)
+        Deletion::new(&self.inner)
     }
 
     /// The row-handler dispatcher: delivers queued handler work, at least
@@ -209,14 +188,14 @@ impl Cohort {
     /// application (the scheduled worker does), or call
     /// [`Dispatcher::run_once`] from a job of your own.
     pub fn dispatcher(&self) -> Dispatcher {
-        Dispatcher::new(self.clone())
+        Dispatcher::new(Arc::clone(&self.inner))
     }
 
     /// The scheduled worker (see [`crate::worker`]): sweeps at each
     /// occurrence of [`crate::WorkerOptions::schedule`], once across
     /// replicas, and runs the row-handler dispatcher beside the sweeps.
     pub fn worker(&self) -> Worker {
-        Worker::new(self.clone())
+        Worker::new(Arc::clone(&self.inner))
     }
 
     /// Marks runs still `Started` after [`Options::settle_timeout`] as
@@ -225,20 +204,7 @@ impl Cohort {
     /// settled `Failed` with them, keeping the counts their committed batches
     /// left. Returns how many runs were settled.
     pub async fn settle_abandoned_runs(&self) -> Result<u64, Error> {
-        self.settle_abandoned().await
-    }
-
-    /// Checks readiness unless it has already passed once. Every entry point
-    /// calls this before it writes anything.
-    pub(crate) async fn ensure_ready(&self, conn: &mut PgConnection) -> Result<(), Error> {
-        if self.inner.ready.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        check_readiness(conn, &self.inner.schema)
-            .await?
-            .into_result()?;
-        self.inner.ready.store(true, Ordering::Release);
-        Ok(())
+        self.inner.settle_abandoned().await
     }
 }
 
@@ -499,7 +465,7 @@ impl CohortBuilder {
                         .map_err(Error::from);
                 tx.finish(registered).await?;
                 Ok(Cohort {
-                    inner: Arc::new(Inner {
+                    inner: Arc::new(Engine {
                         pool: self.pool,
                         options: self.options,
                         schema,

@@ -6,6 +6,8 @@
 mod catalog;
 mod cohort;
 mod config;
+mod dispatch;
+mod engine;
 mod error;
 pub mod evidence;
 pub mod handlers;

@@ -3,8 +3,7 @@
 //!
 #![doc = include_str!("../../../../docs/handlers.md")]
 
-mod dispatcher;
-mod queue;
+pub(crate) mod queue;
 pub(crate) mod registry;
 
 use std::fmt;
@@ -16,8 +15,13 @@ use uuid::Uuid;
 
 use crate::policy::{ProviderError, Strategy};
 
-pub(crate) use dispatcher::CHANNEL;
-pub use dispatcher::{DispatchReport, Dispatcher, MAX_UNSERVED_COUNTED};
+// The dispatcher runs on the engine, a layer above the handlers' types, so
+// it lives in `crate::dispatch`; re-exported here at its public path.
+pub use crate::dispatch::{DispatchReport, Dispatcher, MAX_UNSERVED_COUNTED};
+
+/// The channel Cohort notifies when a batch queued handler work; the payload
+/// is the schema of Cohort's tables, so installs in other schemas ignore it.
+pub(crate) const CHANNEL: &str = "cohort_handler_work";
 pub(crate) use queue::QueueSql;
 
 /// What a handler's hooks return on failure: any error. Only its type name

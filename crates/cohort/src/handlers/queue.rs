@@ -21,7 +21,7 @@ pub(crate) struct QueueSql {
 }
 
 impl QueueSql {
-    pub(super) fn new(schema: &SchemaName) -> QueueSql {
+    pub(crate) fn new(schema: &SchemaName) -> QueueSql {
         QueueSql {
             work: schema.table("sweep_row_handler_status").to_string(),
             details: schema.table("sweep_run_row_detail").to_string(),
@@ -39,7 +39,7 @@ impl QueueSql {
     /// order and stops at the limit. Returns the claimed rows with their
     /// payload (`payload`, NULL when none), whether the payload was scrubbed
     /// (`scrubbed`) and the row's action.
-    pub(super) fn claim(&self) -> String {
+    pub(crate) fn claim(&self) -> String {
         format!(
             "WITH picked AS MATERIALIZED ( \
                SELECT h.work_id FROM {work} AS h \
@@ -102,7 +102,7 @@ impl QueueSql {
     /// the due index, a scan of every waiting delivery per settle, which
     /// made draining a large queue quadratic.) Returns
     /// how many deliveries it settled (0 or 1).
-    pub(super) fn settle(&self) -> String {
+    pub(crate) fn settle(&self) -> String {
         format!(
             "WITH s AS ( \
                UPDATE {work} SET state = $3, claim_token = NULL, claim_expires_at = NULL, \
@@ -130,7 +130,7 @@ impl QueueSql {
     /// The expiry is re-tested in the statement itself, under the row lock.
     /// Payloads of rows whose work is then all done are cleared. Returns how
     /// many it put back.
-    pub(super) fn reclaim(&self) -> String {
+    pub(crate) fn reclaim(&self) -> String {
         format!(
             "WITH r AS ( \
                UPDATE {work} SET state = CASE WHEN attempts >= $2 THEN 'DeadLettered' ELSE 'Pending' END, \
@@ -156,7 +156,7 @@ impl QueueSql {
     /// Counts (up to `$3`) the deliveries due for longer than `$2`
     /// (interval) whose type is not one of `$1` (uuid[]), and lists their
     /// distinct types (at most ten). Walks the due index; never claims.
-    pub(super) fn unserved(&self) -> String {
+    pub(crate) fn unserved(&self) -> String {
         format!(
             "WITH u AS ( \
                SELECT h.retained_entity_id AS e FROM {work} AS h \
@@ -216,7 +216,7 @@ impl QueueSql {
     /// The backstop: clears payloads captured more than `$1` (interval) ago.
     /// Deliveries still waiting for them dead-letter at their next claim,
     /// naming the scrub. Returns how many payloads it cleared.
-    pub(super) fn scrub(&self) -> String {
+    pub(crate) fn scrub(&self) -> String {
         format!(
             "UPDATE {details} SET captured_payload = NULL \
              WHERE captured_payload IS NOT NULL \

@@ -14,21 +14,21 @@ use super::statements::HoldSql;
 use super::txn::{self, Open};
 use super::types::Target;
 use super::validate;
-use crate::cohort::Cohort;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::hold::HoldError;
 use crate::model::resolved::ResolvedEntity;
 use crate::sql::{AssertSqlSafe, Pinned};
 
-/// Host deletions that respect legal holds. Get one from [`Cohort::deletion`].
+/// Host deletions that respect legal holds. Get one from [`Cohort::deletion`](crate::Cohort::deletion).
 #[derive(Debug, Clone, Copy)]
 pub struct Deletion<'a> {
-    cohort: &'a Cohort,
+    engine: &'a Engine,
 }
 
 impl<'a> Deletion<'a> {
-    pub(crate) fn new(cohort: &'a Cohort) -> Deletion<'a> {
-        Deletion { cohort }
+    pub(crate) fn new(engine: &'a Engine) -> Deletion<'a> {
+        Deletion { engine }
     }
 }
 
@@ -131,7 +131,7 @@ impl Deletion<'_> {
             }
             .into());
         }
-        let entities = &self.cohort.inner.model.entities;
+        let entities = &self.engine.model.entities;
         let resolved = targets
             .iter()
             .map(|t| validate::target(entities, t))
@@ -139,7 +139,7 @@ impl Deletion<'_> {
         if txn::open_transaction(conn).await? != Open::No {
             return Err(Error::TransactionAlreadyOpen.into());
         }
-        self.cohort.ensure_ready(conn).await?;
+        self.engine.ensure_ready(conn).await?;
 
         let mut tx = Pinned::begin(conn).await?;
         let held = match self.lock_and_check(tx.conn(), targets, &resolved).await {
@@ -239,7 +239,7 @@ impl Deletion<'_> {
         let (entity_ids, tenants): (Vec<Uuid>, Vec<Option<Uuid>>) =
             targets.iter().map(|t| (t.entity_id, t.tenant_id)).unzip();
         let held: Vec<i64> = crate::sql::query_scalar(AssertSqlSafe(
-            HoldSql::new(&self.cohort.inner.schema).held_targets(),
+            HoldSql::new(&self.engine.schema).held_targets(),
         ))
         .bind(&entity_ids)
         .bind(&tenants)

@@ -11,7 +11,7 @@ use super::statements::HoldSql;
 use super::txn::{self, Open};
 use super::types::{Hold, HoldFilter, HoldRequest, Target};
 use super::validate;
-use crate::cohort::Cohort;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::hold::HoldError;
 use crate::model::resolved::ResolvedEntity;
@@ -23,7 +23,7 @@ use crate::sql::{AssertSqlSafe, PgTime, Pinned};
 /// timestamp arithmetic stays in range).
 const MAX_PRUNE_MICROS: i64 = 4_000 * 366 * 24 * 3600 * 1_000_000;
 
-/// Legal holds. Get one from [`Cohort::holds`]; it is a cheap borrow.
+/// Legal holds. Get one from [`Cohort::holds`](crate::Cohort::holds); it is a cheap borrow.
 ///
 /// Every method takes the connection to run on. Pass a plain connection
 /// (`&mut *pool.acquire().await?`) and the method runs in a transaction of
@@ -38,22 +38,22 @@ const MAX_PRUNE_MICROS: i64 = 4_000 * 366 * 24 * 3600 * 1_000_000;
 /// to `pg_catalog` for its own statements and puts the caller's back.
 #[derive(Debug, Clone, Copy)]
 pub struct Holds<'a> {
-    cohort: &'a Cohort,
+    engine: &'a Engine,
 }
 
 impl<'a> Holds<'a> {
-    pub(crate) fn new(cohort: &'a Cohort) -> Holds<'a> {
-        Holds { cohort }
+    pub(crate) fn new(engine: &'a Engine) -> Holds<'a> {
+        Holds { engine }
     }
 }
 
 impl Holds<'_> {
     fn entities(&self) -> &[ResolvedEntity] {
-        &self.cohort.inner.model.entities
+        &self.engine.model.entities
     }
 
     fn sql(&self) -> HoldSql {
-        HoldSql::new(&self.cohort.inner.schema)
+        HoldSql::new(&self.engine.schema)
     }
 
     /// Readiness, then a transaction (or savepoint) with `search_path` pinned.
@@ -61,7 +61,7 @@ impl Holds<'_> {
         if txn::open_transaction(conn).await? == Open::Untracked {
             return Err(Error::UntrackedTransaction);
         }
-        self.cohort.ensure_ready(conn).await?;
+        self.engine.ensure_ready(conn).await?;
         Ok(Pinned::begin(conn).await?)
     }
 
@@ -262,7 +262,7 @@ impl Holds<'_> {
     /// by the database clock, and returns how many. With no retention
     /// configured (the default) it deletes nothing.
     pub async fn prune(&self, conn: &mut PgConnection) -> Result<u64, Error> {
-        let retention = self.cohort.inner.options.inactive_hold_retention;
+        let retention = self.engine.options.inactive_hold_retention;
         let mut scope = self.begin(conn).await?;
         let result = match retention {
             None => Ok(0),

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::RunResult;
 use super::execute::{Erasure, RunSpec, in_scope};
 use super::plan::plan;
-use crate::cohort::Cohort;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{RunKind, Trigger};
 use crate::model::resolved::Column;
@@ -123,7 +123,7 @@ impl ErasureRequest {
     }
 }
 
-impl Cohort {
+impl Engine {
     /// The erasure at `now` (already at PostgreSQL's precision).
     pub(crate) async fn run_erasure(
         &self,
@@ -137,7 +137,7 @@ impl Cohort {
                 reason: "the subject must be 1 to 1024 bytes of text without NUL",
             });
         }
-        let inner = &self.inner;
+        let inner = self;
         // Detached from the pool, as for sweeps: dropping this future closes it.
         let mut conn = inner.pool.acquire().await?.detach();
         self.ensure_ready(&mut conn).await?;

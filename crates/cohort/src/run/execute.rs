@@ -17,7 +17,7 @@ use super::partitions::{self, PartitionPurge};
 use super::plan::{EntityPlan, plan};
 use super::statements::{EntitySql, Purpose};
 use super::{EntityFailure, ExemptType, RunResult, cancelled};
-use crate::cohort::Cohort;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{
     AuditEvent, Delivery, EntitySummary, Failure, FailureKind, Ledger, RunKind, RunStatus,
@@ -94,11 +94,10 @@ struct EntityOutcome {
     cancelled: bool,
 }
 
-impl Cohort {
+impl Engine {
     /// The exempt types registered, for reports.
     pub(crate) fn exempt_types(&self) -> Vec<ExemptType> {
-        self.inner
-            .model
+        self.model
             .exempt
             .iter()
             .map(|d| ExemptType {
@@ -149,7 +148,7 @@ impl Cohort {
         spec: RunSpec<'_>,
         run_id: Uuid,
     ) -> Result<RunResult, Error> {
-        let inner = &self.inner;
+        let inner = self;
         let tenant_id = scope.ledger_tenant();
         let ledger = Ledger::new(&inner.schema);
         let mut delivery = Delivery::new(&inner.observers, inner.options.observer_timeout);
@@ -327,7 +326,7 @@ impl Cohort {
         spec: &RunSpec<'_>,
         lease: &RunLease,
     ) -> EntityOutcome {
-        let inner = &self.inner;
+        let inner = self;
         let run_id = lease.run_id();
         let tenant = scope.tenant().map(|t| t.id);
         let subject = spec.erasure.as_ref().map(|er| er.subject);
@@ -638,10 +637,10 @@ fn run_error(failures: &[EntityFailure]) -> Option<String> {
     Some(serde_json::Value::Array(list).to_string())
 }
 
-impl Cohort {
+impl Engine {
     /// Settles abandoned runs (see [`Cohort::settle_abandoned_runs`]).
     pub(crate) async fn settle_abandoned(&self) -> Result<u64, Error> {
-        let inner = &self.inner;
+        let inner = self;
         let mut conn = inner.pool.acquire().await?;
         self.ensure_ready(&mut conn).await?;
         let runs = inner.schema.table("sweep_run");

@@ -10,7 +10,7 @@ use super::execute::in_scope;
 use super::partitions::{self, PartitionPlan, PartitionPurge};
 use super::plan::plan;
 use super::statements::{EntitySql, Purpose};
-use crate::cohort::Cohort;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{Failure, Ledger};
 use crate::policy::{AuditDetail, Scope, Strategy};
@@ -60,14 +60,14 @@ pub struct Preview {
     pub exempt: Vec<ExemptType>,
 }
 
-impl Cohort {
+impl Engine {
     /// The preview at `now` (already at PostgreSQL's precision).
     pub(crate) async fn run_preview(
         &self,
         scope: &Scope,
         now: DateTime<Utc>,
     ) -> Result<Preview, Error> {
-        let inner = &self.inner;
+        let inner = self;
         let ledger = Ledger::new(&inner.schema);
         let mut conn = inner.pool.acquire().await?;
         self.ensure_ready(&mut conn).await?;

@@ -4,12 +4,12 @@ use chrono::{DateTime, Utc};
 
 use super::execute::RunSpec;
 use super::{RunResult, SweepOptions};
-use crate::cohort::Cohort;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{RunKind, Trigger};
 use crate::policy::Scope;
 
-impl Cohort {
+impl Engine {
     /// A sweep at `now` (already at PostgreSQL's precision).
     pub(crate) async fn run_sweep(
         &self,
@@ -21,7 +21,7 @@ impl Cohort {
         // The run's connection leaves the pool: if this future is dropped
         // mid-run, the connection closes, the batch in flight rolls back and
         // the run lock is released, so `settle_abandoned_runs` can settle it.
-        let mut conn = self.inner.pool.acquire().await?.detach();
+        let mut conn = self.pool.acquire().await?.detach();
         let result = async {
             self.ensure_ready(&mut conn).await?;
             self.sweep_on(&mut conn, scope, now, options, trigger).await

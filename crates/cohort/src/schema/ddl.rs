@@ -6,10 +6,9 @@
 use std::fmt::Write as _;
 
 use super::SchemaName;
-use super::migrations::MigrationInfo;
 use super::spec::{
-    ALTERATIONS, Change, FUNCTION_SEARCH_PATH, FunctionSpec, TABLES, TableSpec, TriggerSpec,
-    VERSION_TABLE, function_through,
+    ALTERATIONS, Change, FUNCTION_SEARCH_PATH, FunctionSpec, MigrationInfo, TABLES, TableSpec,
+    TriggerSpec, VERSION_TABLE, function_through,
 };
 use crate::sql::Ident;
 

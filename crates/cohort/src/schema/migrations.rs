@@ -4,19 +4,9 @@ use std::path::{Path, PathBuf};
 
 use super::SchemaName;
 use super::ddl::{down_sql, up_sql};
+use super::spec::MigrationInfo;
 
 pub use crate::error::readiness::MigrationId;
-
-/// What the spec needs to know about a migration besides its elements.
-#[derive(Debug)]
-pub(super) struct MigrationInfo {
-    pub(super) version: i64,
-    pub(super) name: &'static str,
-    pub(super) summary: &'static str,
-    /// SQL run after the migration's tables and columns exist and before its
-    /// triggers are created (migration 3 seals the rows already there).
-    pub(super) data_step: Option<fn(&SchemaName) -> String>,
-}
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).

@@ -804,6 +804,17 @@ pub(super) fn not_null_through(table: &str, column: &ColumnSpec, version: i64) -
         })
 }
 
+/// What the spec needs to know about a migration besides its elements.
+#[derive(Debug)]
+pub(super) struct MigrationInfo {
+    pub(super) version: i64,
+    pub(super) name: &'static str,
+    pub(super) summary: &'static str,
+    /// SQL run after the migration's tables and columns exist and before its
+    /// triggers are created (migration 3 seals the rows already there).
+    pub(super) data_step: Option<fn(&crate::sql::SchemaName) -> String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

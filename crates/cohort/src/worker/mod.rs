@@ -81,17 +81,17 @@ use uuid::Uuid;
 pub use crate::config::Schedule;
 pub use sources::{Clock, KillSwitch, NoTenants, SystemClock, TenantSource};
 
-use crate::cohort::Cohort;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{RunStatus, Trigger};
 use crate::policy::{Scope, TenantContext};
 use crate::run::{RunResult, SweepOptions};
 use crate::sql::timestamp::to_pg_precision;
 
-/// The scheduled worker; from [`Cohort::worker`].
+/// The scheduled worker; from [`Cohort::worker`](crate::Cohort::worker).
 #[must_use]
 pub struct Worker {
-    cohort: Cohort,
+    engine: Arc<Engine>,
     tenants: Arc<dyn TenantSource>,
     kill_switch: Arc<dyn KillSwitch>,
     clock: Arc<dyn Clock>,
@@ -100,8 +100,8 @@ pub struct Worker {
 impl fmt::Debug for Worker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Worker")
-            .field("schedule", &self.cohort.inner.schedule)
-            .field("dry_run", &self.cohort.inner.options.worker.dry_run)
+            .field("schedule", &self.engine.schedule)
+            .field("dry_run", &self.engine.options.worker.dry_run)
             .finish_non_exhaustive()
     }
 }
@@ -189,15 +189,15 @@ impl PassReport {
 }
 
 impl Worker {
-    pub(crate) fn new(cohort: Cohort) -> Worker {
-        let options = &cohort.inner.options.worker;
+    pub(crate) fn new(engine: Arc<Engine>) -> Worker {
+        let options = &engine.options.worker;
         let tenants: Arc<dyn TenantSource> = match options.tenant {
             Some(id) => Arc::new(TenantContext::new(id)),
             None => Arc::new(NoTenants),
         };
         let kill_switch: Arc<dyn KillSwitch> = Arc::new(options.kill_switch);
         Worker {
-            cohort,
+            engine,
             tenants,
             kill_switch,
             clock: Arc::new(SystemClock),
@@ -226,7 +226,7 @@ impl Worker {
 
     /// The schedule.
     pub fn schedule(&self) -> &Schedule {
-        &self.cohort.inner.schedule
+        &self.engine.schedule
     }
 
     /// The first occurrence after the clock's current time.
@@ -245,15 +245,15 @@ impl Worker {
     /// returns `Ok`.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         {
-            let mut conn = self.cohort.inner.pool.acquire().await?;
-            self.cohort.ensure_ready(&mut conn).await?;
+            let mut conn = self.engine.pool.acquire().await?;
+            self.engine.ensure_ready(&mut conn).await?;
         }
         let sweeps = self.sweep_loop(&shutdown);
-        if self.cohort.inner.handlers.is_empty() {
+        if self.engine.handlers.is_empty() {
             sweeps.await;
             return Ok(());
         }
-        let dispatcher = self.cohort.dispatcher();
+        let dispatcher = crate::dispatch::Dispatcher::new(Arc::clone(&self.engine));
         let (_, dispatched) = tokio::join!(sweeps, dispatcher.run(shutdown.clone()));
         dispatched
     }
@@ -318,12 +318,12 @@ impl Worker {
     ) -> Result<OccurrenceReport, Error> {
         let occurrence =
             to_pg_precision(&occurrence).ok_or(Error::TimeOutOfRange { what: "occurrence" })?;
-        let dry_run = self.cohort.inner.options.worker.dry_run;
+        let dry_run = self.engine.options.worker.dry_run;
         let span = tracing::info_span!(
             "cohort.occurrence",
             occurrence = %occurrence,
             dry_run,
-            schema = self.cohort.inner.schema.as_str(),
+            schema = self.engine.schema.as_str(),
         );
         self.occurrence(occurrence, dry_run, shutdown)
             .instrument(span)
@@ -345,10 +345,10 @@ impl Worker {
             passes: Vec::new(),
         };
         let tenants = self.tenant_passes().await?;
-        let inner = &self.cohort.inner;
+        let inner = &self.engine;
         let mut conn = inner.pool.acquire().await?.detach();
         let result = async {
-            self.cohort.ensure_ready(&mut conn).await?;
+            self.engine.ensure_ready(&mut conn).await?;
             let mut lock = claim::WorkerLease::new(&inner.schema, inner.options.run_lease);
             if !lock
                 .acquire(&inner.pool, inner.options.poll_interval, shutdown)
@@ -395,11 +395,11 @@ impl Worker {
 
     /// Settling abandoned runs and pruning holds: logged, never fatal.
     async fn housekeeping(&self, conn: &mut sqlx::PgConnection) {
-        if let Err(e) = self.cohort.settle_abandoned().await {
+        if let Err(e) = self.engine.settle_abandoned().await {
             tracing::warn!(error = %e, "cohort worker: settling abandoned runs failed");
         }
-        if self.cohort.inner.options.inactive_hold_retention.is_some() {
-            match self.cohort.holds().prune(conn).await {
+        if self.engine.options.inactive_hold_retention.is_some() {
+            match crate::holds::Holds::new(&self.engine).prune(conn).await {
                 Ok(n) => tracing::debug!(pruned = n, "cohort worker: inactive holds pruned"),
                 Err(e) => tracing::warn!(error = %e, "cohort worker: pruning holds failed"),
             }
@@ -414,7 +414,7 @@ impl Worker {
         shutdown: &CancellationToken,
         report: &mut OccurrenceReport,
     ) {
-        let model = &self.cohort.inner.model;
+        let model = &self.engine.model;
         let any_scoped = model.entities.iter().any(|e| e.tenant.is_some());
         let any_tenantless = model.entities.iter().any(|e| e.tenant.is_none());
         let mut scopes: Vec<Scope> = Vec::new();
@@ -481,9 +481,9 @@ impl Worker {
     ) -> Result<RunResult, Error> {
         let conn = match conn {
             Some(c) => c,
-            None => conn.insert(self.cohort.inner.pool.acquire().await?.detach()),
+            None => conn.insert(self.engine.pool.acquire().await?.detach()),
         };
-        self.cohort
+        self.engine
             .sweep_on(conn, scope, occurrence, options, Trigger::Scheduled)
             .await
     }

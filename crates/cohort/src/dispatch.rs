@@ -10,18 +10,16 @@ use sqlx::{PgConnection, Row};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::HandlerContext;
-use super::queue::QueueSql;
-use super::registry::{Delivered, Registered};
-use crate::cohort::Cohort;
+use crate::engine::Engine;
 use crate::error::Error;
+use crate::handlers::CHANNEL;
+use crate::handlers::HandlerContext;
+use crate::handlers::queue::QueueSql;
+use crate::handlers::registry::{Delivered, Registered};
 use crate::ledger::{Failure, FailureKind};
 use crate::policy::Strategy;
 use crate::sql::AssertSqlSafe;
-
-/// The channel Cohort notifies when a batch queued handler work; the payload
-/// is the schema of Cohort's tables, so installs in other schemas ignore it.
-pub(crate) const CHANNEL: &str = "cohort_handler_work";
+use std::sync::Arc;
 
 /// How many deliveries one claim takes.
 const CLAIM_BATCH: i64 = 32;
@@ -65,12 +63,12 @@ pub struct DispatchReport {
 /// The most deliveries [`DispatchReport::unserved`] counts.
 pub const MAX_UNSERVED_COUNTED: u64 = 10_000;
 
-/// Delivers queued row-handler work. Get one from [`Cohort::dispatcher`];
+/// Delivers queued row-handler work. Get one from [`Cohort::dispatcher`](crate::Cohort::dispatcher);
 /// run as many as you like, on as many replicas as you like: claims skip
 /// each other's rows.
 #[derive(Debug, Clone)]
 pub struct Dispatcher {
-    cohort: Cohort,
+    engine: Arc<Engine>,
 }
 
 /// One claimed delivery.
@@ -115,23 +113,17 @@ fn interval(d: Duration) -> chrono::TimeDelta {
 }
 
 impl Dispatcher {
-    pub(crate) fn new(cohort: Cohort) -> Dispatcher {
-        Dispatcher { cohort }
+    pub(crate) fn new(engine: Arc<Engine>) -> Dispatcher {
+        Dispatcher { engine }
     }
 
     fn sql(&self) -> QueueSql {
-        QueueSql::new(&self.cohort.inner.schema)
+        QueueSql::new(&self.engine.schema)
     }
 
     /// The retained types that have handlers.
     fn entities(&self) -> Vec<Uuid> {
-        let mut ids: Vec<Uuid> = self
-            .cohort
-            .inner
-            .handlers
-            .iter()
-            .map(|h| h.entity_id)
-            .collect();
+        let mut ids: Vec<Uuid> = self.engine.handlers.iter().map(|h| h.entity_id).collect();
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -153,8 +145,8 @@ impl Dispatcher {
     /// there nothing is set for the session, and each statement runs in a
     /// transaction of its own with both settings local to it ([`Step`]).
     async fn connection(&self) -> Result<PgConnection, Error> {
-        let mut conn = self.cohort.inner.pool.acquire().await?.detach();
-        self.cohort.ensure_ready(&mut conn).await?;
+        let mut conn = self.engine.pool.acquire().await?.detach();
+        self.engine.ensure_ready(&mut conn).await?;
         if !self.pooled() {
             crate::sql::query(
                 "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
@@ -169,12 +161,7 @@ impl Dispatcher {
 
     /// Whether the pool goes through a pooler in transaction mode.
     fn pooled(&self) -> bool {
-        !self
-            .cohort
-            .inner
-            .options
-            .connection_mode
-            .caches_statements()
+        !self.engine.options.connection_mode.caches_statements()
     }
 
     /// Where the next statement runs: on the session, or in a transaction
@@ -201,11 +188,11 @@ impl Dispatcher {
     }
 
     async fn drain(&self, conn: &mut PgConnection) -> Result<DispatchReport, Error> {
-        let options = &self.cohort.inner.options;
+        let options = &self.engine.options;
         let sql = self.sql();
         let entities = self.entities();
         let mut report = DispatchReport {
-            runs_settled: self.cohort.settle_abandoned().await?,
+            runs_settled: self.engine.settle_abandoned().await?,
             ..DispatchReport::default()
         };
         let cache = !self.pooled();
@@ -249,8 +236,7 @@ impl Dispatcher {
         report.scrubbed = step.end(scrubbed).await?.rows_affected();
 
         let handlers: HashMap<(Uuid, &str), &Registered> = self
-            .cohort
-            .inner
+            .engine
             .handlers
             .iter()
             .map(|h| ((h.entity_id, h.id.as_str()), h))
@@ -350,7 +336,7 @@ impl Dispatcher {
         handler: Option<&Registered>,
         claimed_at: Instant,
     ) -> Outcome {
-        let options = &self.cohort.inner.options;
+        let options = &self.engine.options;
         let dead = |failure: Failure| Outcome {
             state: "DeadLettered",
             error: Some(failure),
@@ -443,8 +429,8 @@ impl Dispatcher {
     /// logged and retried after the poll interval. Returns once `shutdown`
     /// fires (a delivery under way finishes first).
     pub async fn run(&self, shutdown: CancellationToken) -> Result<(), Error> {
-        let options = &self.cohort.inner.options;
-        let schema = self.cohort.inner.schema.as_str().to_owned();
+        let options = &self.engine.options;
+        let schema = self.engine.schema.as_str().to_owned();
         // LISTEN is a wake-up only: a connection pooler can break it, and
         // the poll path keeps working without it.
         // Through a pooler in transaction mode a notification reaches
@@ -452,7 +438,7 @@ impl Dispatcher {
         let listen = if self.pooled() {
             Err(None)
         } else {
-            PgListener::connect_with(&self.cohort.inner.pool)
+            PgListener::connect_with(&self.engine.pool)
                 .await
                 .map_err(Some)
         };
