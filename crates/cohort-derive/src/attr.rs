@@ -46,6 +46,7 @@ pub(crate) const CONTAINER_KEYS: &[&str] = &[
     "schema",
     "tenantless",
     "exempt",
+    "guard",
 ];
 
 /// The keys allowed on a field, in the order their problems are reported.
@@ -59,6 +60,7 @@ pub(crate) const FIELD_KEYS: &[&str] = &[
     "anonymise",
     "anonymise_with",
     "erasure_subject",
+    "guard_allow",
 ];
 
 /// An error at `span`. darling's errors hold one span; `Span`s that cover a
@@ -489,6 +491,8 @@ struct ContainerInput {
     tenantless: Vec<Key<Flag>>,
     #[darling(multiple)]
     exempt: Vec<Key<LitStr>>,
+    #[darling(multiple)]
+    guard: Vec<Key<Flag>>,
     #[darling(flatten)]
     unknown: UnknownKeys<OnStruct>,
 }
@@ -514,6 +518,8 @@ pub(crate) struct ContainerAttrs {
     pub(crate) tenantless: Setting<Flag>,
     /// `exempt = "reason"`.
     pub(crate) exempt: Setting<LitStr>,
+    /// `guard`.
+    pub(crate) guard: Setting<Flag>,
 }
 
 /// Parses every `#[cohort(...)]` attribute of the struct. Other attributes
@@ -542,6 +548,7 @@ pub(crate) fn parse_container_attrs(
         schema: settle(parsed.schema, errors),
         tenantless: settle(parsed.tenantless, errors),
         exempt: settle(parsed.exempt, errors),
+        guard: settle(parsed.guard, errors),
     }
 }
 
@@ -567,6 +574,8 @@ struct FieldInput {
     anonymise_with: Vec<Key<AnonymiserPath>>,
     #[darling(multiple)]
     erasure_subject: Vec<Key<Flag>>,
+    #[darling(multiple)]
+    guard_allow: Vec<Key<Flag>>,
     #[darling(flatten)]
     unknown: UnknownKeys<OnField>,
 }
@@ -582,6 +591,8 @@ pub(crate) struct FieldAttrs {
     pub(crate) anonymise: Option<Given<AnonymiseSpec>>,
     /// `erasure_subject`.
     pub(crate) erasure_subject: Option<Given<Flag>>,
+    /// `guard_allow`.
+    pub(crate) guard_allow: Option<Given<Flag>>,
 }
 
 impl FieldAttrs {
@@ -621,11 +632,13 @@ pub(crate) fn parse_field_attrs(field: &syn::Field, errors: &mut Accumulator) ->
     .collect();
     let anonymise = one_anonymise_method(parsed.anonymise, parsed.anonymise_with, errors);
     let erasure_subject = settle(parsed.erasure_subject, errors).given;
+    let guard_allow = settle(parsed.guard_allow, errors).given;
     FieldAttrs {
         column,
         markers,
         anonymise,
         erasure_subject,
+        guard_allow,
     }
 }
 
@@ -780,7 +793,7 @@ mod tests {
             errors,
             vec![
                 "unknown `cohort` attribute key `colour`; expected one of: category, anchor, id, \
-                 table, schema, tenantless, exempt",
+                 table, schema, tenantless, exempt, guard",
                 "`record_id` is not allowed here; it belongs on a field",
                 "duplicate `category`: it may be given once",
                 "`anchor` takes a string literal: write `anchor = \"...\"`",

@@ -102,6 +102,8 @@ pub(crate) struct Entity {
     pub(crate) anonymise: Vec<Anonymised>,
     /// Fields marked `erasure_subject`, in declaration order.
     pub(crate) erasure_subjects: Vec<String>,
+    /// `Some(fields marked guard_allow)` for a `guard`ed type.
+    pub(crate) guard: Option<Vec<String>>,
 }
 
 impl Entity {
@@ -169,6 +171,22 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> darling::Result<Entity> {
         .filter(|(_, attrs)| attrs.erasure_subject.is_some())
         .map(|(field, _)| field.name.clone())
         .collect();
+    let guard_allow: Vec<String> = fields
+        .iter()
+        .zip(&field_attrs)
+        .filter(|(_, attrs)| attrs.guard_allow.is_some())
+        .map(|(field, _)| field.name.clone())
+        .collect();
+    if container.guard.given.is_none() && !guard_allow.is_empty() {
+        errors.push(
+            Error::custom(
+                "`guard_allow` names a field an update of a held row may change, but the type is not \
+                 guarded: add `#[cohort(guard)]` to the struct",
+            )
+            .with_span(&input.ident),
+        );
+    }
+    let guard = container.guard.given.is_some().then_some(guard_allow);
 
     let type_name = input.ident.unraw().to_string();
     let table = match &container.table.given {
@@ -211,6 +229,7 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> darling::Result<Entity> {
         markers,
         anonymise,
         erasure_subjects,
+        guard,
     })
 }
 

@@ -110,11 +110,7 @@ pub(crate) fn expand(entity: &Entity) -> TokenStream {
         }
     });
 
-    quote! {
-        #[automatically_derived]
-        impl #impl_generics ::cohort::Retained for #ident #ty_generics #where_clause {
-            fn descriptor() -> &'static ::cohort::model::EntityDescriptor {
-                static DESCRIPTOR: ::cohort::model::EntityDescriptor =
+    let descriptor = quote! {
                     ::cohort::__private::entity_descriptor(
                         #type_name,
                         #membership,
@@ -126,7 +122,20 @@ pub(crate) fn expand(entity: &Entity) -> TokenStream {
                         ::cohort::__private::markers(#(#markers),*),
                         &[#(#anonymise),*],
                         &[#(#erasure_subjects),*],
-                    );
+                    )
+    };
+    // A guarded type's descriptor is the same, wrapped (contract H17).
+    let descriptor = match &entity.guard {
+        Some(allow) => quote!(::cohort::__private::guarded(#descriptor, &[#(#allow),*])),
+        None => descriptor,
+    };
+
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics ::cohort::Retained for #ident #ty_generics #where_clause {
+            fn descriptor() -> &'static ::cohort::model::EntityDescriptor {
+                static DESCRIPTOR: ::cohort::model::EntityDescriptor =
+                    #descriptor;
                 &DESCRIPTOR
             }
         }

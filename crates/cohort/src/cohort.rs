@@ -385,6 +385,55 @@ impl CohortBuilder {
         crate::schema::role_grants(&self.descriptors, &self.options, provider.as_ref(), &roles)
     }
 
+    /// The SQL that installs the guards of this model's guarded types
+    /// (`#[cohort(guard)]`, contract H17): triggers that make the database
+    /// refuse a `DELETE` of a held row, an `UPDATE` of a held row that
+    /// changes a column the guard does not allow, and a `TRUNCATE` while a
+    /// hold of the type is active, for any role. Apply it as the tables'
+    /// owner with your migrations; [`build`](Self::build) refuses a guarded
+    /// type whose guard is missing or out of date. Empty when no type is
+    /// guarded. See `docs/holds.md`, "Guarded types".
+    ///
+    /// ```
+    /// #[derive(cohort::Retained)]
+    /// #[cohort(category = "invoices", anchor = "issued_at", id = "2f0c8d4e-8d7b-4c55-9a43-6a1e1f0b7c21", guard)]
+    /// struct Invoice {
+    ///     id: i64,
+    ///     tenant_id: uuid::Uuid,
+    ///     issued_at: chrono::DateTime<chrono::Utc>,
+    ///     #[cohort(guard_allow)]
+    ///     last_viewed_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// }
+    /// # struct Rules;
+    /// # impl cohort::RuleProvider for Rules {
+    /// #     fn capabilities(&self, _: &str) -> Option<cohort::Capabilities> { Some(cohort::Capabilities::only(cohort::Strategy::Purge)) }
+    /// #     fn resolve<'a>(&'a self, _: cohort::ResolutionContext<'a>) -> cohort::BoxFuture<'a, Result<Option<cohort::Rule>, cohort::policy::ProviderError>> {
+    /// #         Box::pin(async { Ok(Some(cohort::Rule::new(cohort::Period::years(7), cohort::Strategy::Purge))) })
+    /// #     }
+    /// # }
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    /// # let _inside = runtime.enter();
+    /// # let pool = sqlx::PgPool::connect_lazy("postgres://localhost/app").expect("url");
+    /// let guards = cohort::Cohort::builder(pool)
+    ///     .rules(Rules)
+    ///     .entity::<Invoice>()
+    ///     .guards()?;
+    /// assert!(guards.sql().contains("CREATE TRIGGER \"cohort_guard_delete\" AFTER DELETE ON \"public\".\"invoice\""));
+    /// # Ok::<(), cohort::Error>(())
+    /// ```
+    pub fn guards(&self) -> Result<crate::schema::GuardDdl, Error> {
+        let Some(provider) = &self.provider else {
+            return Err(Error::Validation(ValidationReport {
+                problems: vec![ValidationProblem::general(
+                    "no rule provider is registered",
+                    "call CohortBuilder::rules with your RuleProvider",
+                )],
+                ..ValidationReport::default()
+            }));
+        };
+        crate::schema::guard_ddl(&self.descriptors, &self.options, provider.as_ref())
+    }
+
     /// Validates the options, the registered types against the live catalog
     /// and the readiness of Cohort's tables, and returns the handle, or one
     /// [`Error::Validation`] whose report lists every problem found.

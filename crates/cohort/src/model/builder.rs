@@ -103,6 +103,8 @@ pub enum FieldRole {
     Anonymised,
     /// An erasure subject (`erasure_subject`).
     ErasureSubject,
+    /// A field a guarded type's held rows may change (`guard_allow`).
+    GuardAllow,
 }
 
 impl FieldRole {
@@ -127,6 +129,7 @@ impl FieldRole {
             FieldRole::AnonymisedAt => "anonymised_at",
             FieldRole::Anonymised => "anonymise",
             FieldRole::ErasureSubject => "erasure_subject",
+            FieldRole::GuardAllow => "guard_allow",
         }
     }
 }
@@ -525,6 +528,8 @@ pub struct EntityDescriptorBuilder {
     markers: Vec<(FieldRole, Name)>,
     anonymise: Vec<(Name, Method)>,
     subjects: Vec<Name>,
+    /// `Some(allowed fields)` once [`EntityDescriptorBuilder::guard`] was called.
+    guard: Option<Vec<Name>>,
 }
 
 impl EntityDescriptor {
@@ -575,6 +580,7 @@ impl EntityDescriptorBuilder {
             markers: Vec::new(),
             anonymise: Vec::new(),
             subjects: Vec::new(),
+            guard: None,
         }
     }
 
@@ -715,6 +721,22 @@ impl EntityDescriptorBuilder {
     /// any subject field equal to the subject makes a row an erasure match.
     pub fn erasure_subject(mut self, field: impl Into<Cow<'static, str>>) -> Self {
         self.subjects.push(field.into());
+        self
+    }
+
+    /// Guards the type (`#[cohort(guard)]`, contract H17): the database
+    /// refuses a `DELETE` of a held row and an `UPDATE` of one that changes
+    /// any column but those of `allow` (fields, as
+    /// `#[cohort(guard_allow)]` marks them). Apply
+    /// [`CohortBuilder::guards`](crate::CohortBuilder::guards) to install it.
+    pub fn guard<I, S>(mut self, allow: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<Cow<'static, str>>,
+    {
+        self.guard
+            .get_or_insert_with(Vec::new)
+            .extend(allow.into_iter().map(Into::into));
         self
     }
 
@@ -903,6 +925,20 @@ impl EntityDescriptorBuilder {
             }
         }
 
+        // A guard's allowed fields.
+        let mut guard: Option<Vec<usize>> = None;
+        if let Some(allow) = &self.guard {
+            let mut indices = Vec::new();
+            for name in allow {
+                match index_of(name) {
+                    None => problems.push(unknown(FieldRole::GuardAllow, name)),
+                    Some(index) if indices.contains(&index) => {}
+                    Some(index) => indices.push(index),
+                }
+            }
+            guard = Some(indices);
+        }
+
         // Table and schema.
         if self.tables.len() > 1 {
             problems.push(DescriptorProblem::GivenTwice { key: "table" });
@@ -945,6 +981,7 @@ impl EntityDescriptorBuilder {
             markers,
             anonymise,
             subjects,
+            guard,
         }
     }
 }
@@ -962,6 +999,7 @@ struct Checked<'b> {
     markers: [Option<usize>; 5],
     anonymise: Vec<(usize, &'b Method)>,
     subjects: Vec<usize>,
+    guard: Option<Vec<usize>>,
 }
 
 impl Checked<'_> {
@@ -1019,6 +1057,15 @@ impl Checked<'_> {
                 .collect::<Vec<_>>()
                 .into_boxed_slice(),
         );
+        let guard: Option<&'static [&'static str]> = self.guard.as_ref().map(|allow| {
+            &*Box::leak(
+                allow
+                    .iter()
+                    .map(|i| fields[*i].field)
+                    .collect::<Vec<_>>()
+                    .into_boxed_slice(),
+            )
+        });
         Box::leak(Box::new(EntityDescriptor {
             type_name: leak(&b.type_name),
             membership,
@@ -1036,6 +1083,7 @@ impl Checked<'_> {
             },
             anonymise,
             erasure_subjects,
+            guard,
         }))
     }
 }

@@ -68,6 +68,10 @@ pub struct EntityDescriptor {
     pub(crate) markers: Markers,
     pub(crate) anonymise: &'static [AnonymisedField],
     pub(crate) erasure_subjects: &'static [&'static str],
+    /// `Some(allowed fields)` when the type is guarded (`#[cohort(guard)]`,
+    /// contract H17): the database refuses a `DELETE` of a held row, and an
+    /// `UPDATE` of a held row that changes any column but these fields'.
+    pub(crate) guard: Option<&'static [&'static str]>,
 }
 
 impl EntityDescriptor {
@@ -127,6 +131,13 @@ impl EntityDescriptor {
     /// of them equal to the subject makes a row an erasure match.
     pub const fn erasure_subjects(&self) -> &'static [&'static str] {
         self.erasure_subjects
+    }
+
+    /// Whether the type is guarded (`#[cohort(guard)]`, contract H17), and
+    /// then the fields an `UPDATE` may change on a held row
+    /// (`#[cohort(guard_allow)]`): `None` for an unguarded type.
+    pub const fn guard(&self) -> Option<&'static [&'static str]> {
+        self.guard
     }
 
     /// The field with this Rust name.
@@ -406,6 +417,20 @@ pub const fn entity_descriptor(
         markers,
         anonymise,
         erasure_subjects,
+        guard: None,
+    }
+}
+
+/// `descriptor`, guarded, with the fields an `UPDATE` of a held row may
+/// change. Derive output only.
+#[doc(hidden)]
+pub const fn guarded(
+    descriptor: EntityDescriptor,
+    allow: &'static [&'static str],
+) -> EntityDescriptor {
+    EntityDescriptor {
+        guard: Some(allow),
+        ..descriptor
     }
 }
 

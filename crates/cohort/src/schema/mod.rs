@@ -15,6 +15,7 @@ mod readiness;
 pub(crate) mod registry;
 mod spec;
 
+pub use crate::validate::guards::{GUARD_SQLSTATE, GuardDdl, guard_ddl};
 /// Least-privilege roles (`docs/security.md`).
 pub use crate::validate::privileges::{RoleGrants, RoleNames, role_grants};
 pub use migrations::{

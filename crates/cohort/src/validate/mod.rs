@@ -25,6 +25,7 @@
 mod cascade;
 mod columns;
 pub(crate) mod connection;
+pub(crate) mod guards;
 mod inheritance;
 mod keys;
 mod order;
@@ -304,6 +305,26 @@ pub(crate) async fn validate(
         &mut problems,
     )
     .await?;
+    let guarded: Vec<guards::Guarded<'_>> = entities
+        .iter()
+        .filter(|(_, e)| e.descriptor.guard().is_some())
+        .filter_map(|(oid, e)| {
+            let c = candidates
+                .iter()
+                .find(|c| std::ptr::eq(c.target.descriptor, e.descriptor))?;
+            Some(guards::Guarded {
+                oid: *oid,
+                entity: e,
+                index: c.target.index,
+                place: &c.target.place,
+            })
+        })
+        .collect();
+    if !guarded.is_empty()
+        && let Ok(schema) = crate::sql::SchemaName::new(&reg.options.schema)
+    {
+        guards::check(conn, &schema, &guarded, &mut problems).await?;
+    }
     if !problems.is_empty() {
         return Err(Error::Validation(problems.into_report()));
     }

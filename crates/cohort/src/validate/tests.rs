@@ -70,6 +70,7 @@ const fn plain(type_name: &'static str, id: u128, table: &'static str) -> Entity
         markers: NO_MARKERS,
         anonymise: &[],
         erasure_subjects: &[],
+        guard: None,
     }
 }
 
@@ -105,6 +106,7 @@ static CHILD: EntityDescriptor = EntityDescriptor {
         method: AnonymiseMethod::Literal("x"),
     }],
     erasure_subjects: &["subject"],
+    guard: None,
 };
 
 const TABLES: &str = r#"

@@ -30,6 +30,7 @@ static NOTE: EntityDescriptor = EntityDescriptor {
     },
     anonymise: &[],
     erasure_subjects: &[],
+    guard: None,
 };
 
 fn main() {

@@ -1,6 +1,7 @@
 //! Legal holds (contract H) and host deletions that respect them (DL).
 
 mod canonical;
+mod guards;
 mod races;
 mod repository;
 mod requests;
