@@ -172,6 +172,11 @@ pub(crate) enum SchemaCommand {
     /// Apply the migrations the database lacks. Nothing else changes the schema.
     #[command(after_help = after("  cohort schema migrate"))]
     Migrate,
+    /// Print the SQL that installs the guards of the model's guarded tables
+    /// (`guard = true`): the database then refuses, for any role, a DELETE
+    /// or a disallowed UPDATE of a held row. Apply it as the tables' owner.
+    #[command(after_help = after("  cohort schema guards > migrations/cohort_guards.sql\n  cohort schema guards | psql -1 \"$DATABASE_URL\""))]
+    Guards,
 }
 
 /// Which rows: one tenant or the tenantless tables, at which time.

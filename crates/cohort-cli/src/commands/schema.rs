@@ -185,6 +185,19 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &SchemaCommand) -> CliResult {
                 )))
             }
         }
+        SchemaCommand::Guards => {
+            let pool = ctx.pool().await?;
+            let model = ctx.model()?;
+            let builder = crate::model::build::builder(&pool, &model, &ctx.settings).await?;
+            let guards = builder.guards()?;
+            if ctx.json() {
+                output::json(&guards.statements())
+            } else if guards.is_empty() {
+                output::line("-- no table of the model is guarded (guard = true)")
+            } else {
+                output::line(guards.sql().trim_end())
+            }
+        }
         SchemaCommand::Migrate => {
             let pool = ctx.pool().await?;
             let applied = migrate(&pool, &schema).await?;

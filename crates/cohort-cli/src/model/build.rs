@@ -113,6 +113,7 @@ fn retained(
     );
     named.extend(e.anonymise.iter().map(|(c, _)| c.as_str()));
     named.extend(e.erasure_subjects.iter().map(String::as_str));
+    named.extend(e.guard_allow.iter().map(String::as_str));
     for n in named {
         if !declared.contains(&n) {
             b = b.field(
@@ -150,6 +151,9 @@ fn retained(
     }
     for subject in &e.erasure_subjects {
         b = b.erasure_subject(subject.clone());
+    }
+    if e.guard {
+        b = b.guard(e.guard_allow.iter().cloned());
     }
     b.build()
 }

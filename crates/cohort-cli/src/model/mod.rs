@@ -148,6 +148,10 @@ pub(crate) struct Entity {
     pub(crate) anonymise: Vec<(String, Anonymise)>,
     /// Columns any of which equal to a subject makes a row an erasure match.
     pub(crate) erasure_subjects: Vec<String>,
+    /// `guard = true`: the database refuses changes to held rows (H17).
+    pub(crate) guard: bool,
+    /// `guard_allow`: the columns an update of a held row may change.
+    pub(crate) guard_allow: Vec<String>,
 }
 
 /// How a column is scrubbed.

@@ -8,6 +8,7 @@ mod coverage;
 mod ctrl_c;
 mod demo;
 mod evidence;
+mod guards;
 mod help;
 mod model_file;
 mod pooler;

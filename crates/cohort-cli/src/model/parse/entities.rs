@@ -26,6 +26,8 @@ pub(super) const ENTITY_KEYS: &[&str] = &[
     "anonymised_at",
     "erasure_subjects",
     "anonymise",
+    "guard",
+    "guard_allow",
 ];
 const EXEMPT_KEYS: &[&str] = &["name", "id", "table", "schema", "reason"];
 
@@ -154,28 +156,19 @@ pub(super) fn entity(
         }
     }
 
-    let mut erasure_subjects = Vec::new();
-    if let Some(v) = get(t, "erasure_subjects") {
-        let key = join(path, "erasure_subjects");
-        match v.get_ref() {
-            DeValue::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    let k = format!("{key}[{i}]");
-                    if let Some(s) = p.string(item, &k) {
-                        if erasure_subjects.contains(&s.value) {
-                            p.error(&s.span, &k, format!("column {:?} is listed twice", s.value));
-                        } else {
-                            erasure_subjects.push(s.value);
-                        }
-                    }
-                }
-            }
-            other => p.error(
-                &v.span(),
-                &key,
-                format!("expected an array of column names, found {}", kind(other)),
-            ),
-        }
+    let erasure_subjects = columns(p, t, path, "erasure_subjects");
+    let guard = p.boolean(t, path, "guard").unwrap_or(false);
+    let guard_allow = columns(p, t, path, "guard_allow");
+    if !guard
+        && !guard_allow.is_empty()
+        && let Some(v) = get(t, "guard_allow")
+    {
+        p.error(
+            &v.span(),
+            &join(path, "guard_allow"),
+            "guard_allow names the columns an update of a held row may change, but the table is not \
+             guarded: add guard = true",
+        );
     }
 
     let table = table?;
@@ -194,7 +187,38 @@ pub(super) fn entity(
         anonymised_at: anonymised_at.map(|t| t.value),
         anonymise,
         erasure_subjects,
+        guard,
+        guard_allow,
     })
+}
+
+/// An optional array of column names at `key`, each once.
+fn columns(p: &mut Parser<'_>, t: &DeTable<'_>, path: &str, key: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let Some(v) = get(t, key) else {
+        return out;
+    };
+    let key = join(path, key);
+    match v.get_ref() {
+        DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let k = format!("{key}[{i}]");
+                if let Some(s) = p.string(item, &k) {
+                    if out.contains(&s.value) {
+                        p.error(&s.span, &k, format!("column {:?} is listed twice", s.value));
+                    } else {
+                        out.push(s.value);
+                    }
+                }
+            }
+        }
+        other => p.error(
+            &v.span(),
+            &key,
+            format!("expected an array of column names, found {}", kind(other)),
+        ),
+    }
+    out
 }
 
 fn anonymise_method(
