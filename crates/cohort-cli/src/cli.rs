@@ -213,6 +213,10 @@ pub(crate) struct SweepArgs {
     /// Count and write the ledger, but change no row.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// End with VACUUM (ANALYZE) of each table the sweep changed at least
+    /// ROWS rows in (the table's owner may; other roles get a report).
+    #[arg(long, value_name = "ROWS")]
+    pub(crate) vacuum: Option<u64>,
 }
 
 /// `erase`.

@@ -43,6 +43,7 @@ pub(crate) const ENV_KEYS: &[&str] = &[
     "worker.kill_switch",
     "worker.kill_switch_file",
     "worker.tenants",
+    "worker.vacuum_min_rows",
     "conventions.record_id",
     "conventions.tenant",
     "conventions.soft_delete",
@@ -121,6 +122,9 @@ pub(crate) struct WorkerSettings {
     /// The tenants swept at each occurrence (UUIDs); none: the tenantless
     /// tables only.
     pub(crate) tenants: Vec<uuid::Uuid>,
+    /// Each pass ends with VACUUM (ANALYZE) of the tables it changed at
+    /// least this many rows in; unset: no VACUUM.
+    pub(crate) vacuum_min_rows: Option<u64>,
 }
 
 impl Default for WorkerSettings {
@@ -133,6 +137,7 @@ impl Default for WorkerSettings {
             kill_switch: w.kill_switch,
             kill_switch_file: None,
             tenants: Vec::new(),
+            vacuum_min_rows: w.vacuum_min_rows,
         }
     }
 }
@@ -322,6 +327,7 @@ impl Settings {
         w.time_zone = self.worker.time_zone.clone();
         w.dry_run = self.worker.dry_run;
         w.kill_switch = self.worker.kill_switch;
+        w.vacuum_min_rows = self.worker.vacuum_min_rows;
         w
     }
 

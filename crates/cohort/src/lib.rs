@@ -39,7 +39,8 @@ pub use policy::{
 };
 pub use run::{
     EntityFailure, ErasureRequest, ExemptType, MAX_SUBJECT_BYTES, PartitionDecision, PartitionPlan,
-    Preview, PreviewEntry, RunResult, Subject, SweepOptions, SweepReason,
+    Preview, PreviewEntry, RunResult, Subject, SweepOptions, SweepReason, TableMaintenance,
+    VacuumOptions, VacuumOutcome,
 };
 pub use sql::ident::IdentProblem;
 /// The cancellation token [`SweepOptions::cancel_on`] and

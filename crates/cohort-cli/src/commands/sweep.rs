@@ -87,6 +87,11 @@ pub(crate) struct RunJson {
     pub(crate) summaries: Vec<SummaryJson>,
     /// Tables explicitly exempt.
     pub(crate) exempt: Vec<ExemptJson>,
+    /// With `sweep --vacuum`: each table the sweep changed rows in, its
+    /// dead tuples and whether it was vacuumed (the library's
+    /// `RunResult::tables`, as JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tables: Option<Vec<cohort::TableMaintenance>>,
 }
 
 fn name_of(names: &HashMap<Uuid, String>, id: Uuid, fallback: &str) -> String {
@@ -205,6 +210,7 @@ pub(crate) fn run_json(r: &RunResult, model: &Model) -> RunJson {
                 reason: x.reason.to_owned(),
             })
             .collect(),
+        tables: None,
     }
 }
 
@@ -248,6 +254,27 @@ pub(crate) fn print_run(json: &RunJson) -> CliResult {
     output::line(t.to_string())?;
     for x in &json.exempt {
         output::line(format!("exempt: {} ({})", x.entity, x.reason))?;
+    }
+    for t in json.tables.iter().flatten() {
+        let done = match &t.vacuum {
+            cohort::VacuumOutcome::Vacuumed { millis } => format!("vacuumed in {millis} ms"),
+            cohort::VacuumOutcome::BelowThreshold => {
+                "not vacuumed (fewer rows changed than --vacuum)".into()
+            }
+            cohort::VacuumOutcome::NotPermitted => {
+                "not vacuumed: only the table's owner may VACUUM it".into()
+            }
+            cohort::VacuumOutcome::TimedOut => "VACUUM timed out".into(),
+            cohort::VacuumOutcome::Failed { reason } => format!("VACUUM failed: {reason}"),
+            _ => "not vacuumed".into(),
+        };
+        let dead = t
+            .dead_tuples
+            .map_or_else(|| "unknown".to_owned(), |d| d.to_string());
+        output::line(format!(
+            "{}: {} rows changed, {done}; {dead} dead tuples",
+            t.table, t.changed
+        ))?;
     }
     Ok(())
 }
@@ -330,13 +357,19 @@ pub(crate) async fn sweep(ctx: &Ctx, args: &SweepArgs) -> CliResult {
     let (scope, now) = scope(&args.scope);
     let token = cancel_on_ctrl_c(progress.clone())?;
     let mut options = SweepOptions::default().cancel_on(token);
+    if let Some(rows) = args.vacuum {
+        options = options.vacuum(cohort::VacuumOptions::default().min_rows(rows));
+    }
     if args.dry_run {
         options = options.dry_run();
     }
     let result = cohort.sweep_with(&scope, now, options).await;
     progress.finish();
     let result = result?;
-    let json = run_json(&result, &model);
+    let mut json = run_json(&result, &model);
+    if args.vacuum.is_some() {
+        json.tables = Some(result.tables.clone());
+    }
     if ctx.json() {
         output::json(&json)?;
     } else {

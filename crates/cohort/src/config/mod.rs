@@ -212,6 +212,11 @@ pub struct WorkerOptions {
     /// The tenant swept when the host gives the worker no tenant source:
     /// `None` (the default) sweeps only the tenantless types.
     pub tenant: Option<uuid::Uuid>,
+    /// When set, each scheduled pass ends with `VACUUM (ANALYZE)` of the
+    /// tables it changed at least this many rows in (contract OB3; see
+    /// [`crate::VacuumOptions`]). `None` (the default): no `VACUUM`,
+    /// the passes' results still report the tables' dead tuples.
+    pub vacuum_min_rows: Option<u64>,
 }
 
 impl Default for WorkerOptions {
@@ -222,6 +227,7 @@ impl Default for WorkerOptions {
             dry_run: false,
             kill_switch: false,
             tenant: None,
+            vacuum_min_rows: None,
         }
     }
 }

@@ -310,6 +310,7 @@ impl Engine {
             summaries,
             entity_failures: failures,
             exempt: self.exempt_types(),
+            tables: Vec::new(),
         })
     }
 

@@ -5,6 +5,7 @@ mod erasure;
 mod execute;
 mod hold_filter;
 mod lease;
+mod maintenance;
 mod partitions;
 mod plan;
 mod preview;
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use erasure::{ErasureRequest, MAX_SUBJECT_BYTES, Subject};
+pub use maintenance::{TableMaintenance, VacuumOptions, VacuumOutcome};
 pub use partitions::{PartitionDecision, PartitionPlan, SweepReason};
 pub use preview::{Preview, PreviewEntry};
 pub(crate) use sweep::close;
@@ -31,6 +33,10 @@ pub struct SweepOptions {
     pub dry_run: bool,
     /// Cancels the run at the next batch boundary; committed batches stay.
     pub cancellation: Option<CancellationToken>,
+    /// Ends the run with `VACUUM (ANALYZE)` of the tables it changed enough
+    /// rows in (contract OB3); `None` only reports their dead tuples
+    /// ([`RunResult::tables`]).
+    pub vacuum: Option<VacuumOptions>,
 }
 
 impl SweepOptions {
@@ -43,6 +49,18 @@ impl SweepOptions {
     /// Stops the run when `token` is cancelled.
     pub fn cancel_on(mut self, token: CancellationToken) -> Self {
         self.cancellation = Some(token);
+        self
+    }
+
+    /// Vacuums the tables the sweep changed enough rows in, after it.
+    ///
+    /// ```
+    /// use cohort::{SweepOptions, VacuumOptions};
+    /// let options = SweepOptions::default().vacuum(VacuumOptions::default().min_rows(50_000));
+    /// assert_eq!(options.vacuum.map(|v| v.min_rows), Some(50_000));
+    /// ```
+    pub fn vacuum(mut self, vacuum: VacuumOptions) -> Self {
+        self.vacuum = Some(vacuum);
         self
     }
 }
@@ -91,6 +109,10 @@ pub struct RunResult {
     pub entity_failures: Vec<EntityFailure>,
     /// The registered types that are explicitly exempt (never swept).
     pub exempt: Vec<ExemptType>,
+    /// For a real sweep, each table it changed rows in: its dead tuples
+    /// after the run, and whether it was vacuumed (contract OB3). Empty for
+    /// a dry run and an erasure.
+    pub tables: Vec<TableMaintenance>,
 }
 
 impl RunResult {

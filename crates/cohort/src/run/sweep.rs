@@ -43,6 +43,7 @@ impl Engine {
         options: SweepOptions,
         trigger: Trigger,
     ) -> Result<RunResult, Error> {
+        let vacuum = options.vacuum;
         let spec = RunSpec {
             kind: RunKind::Sweep,
             trigger,
@@ -50,7 +51,9 @@ impl Engine {
             cancellation: options.cancellation,
             erasure: None,
         };
-        self.execute(conn, scope, now, spec).await
+        let mut result = self.execute(conn, scope, now, spec).await?;
+        result.tables = self.after_sweep(conn, &result, vacuum.as_ref()).await;
+        Ok(result)
     }
 }
 

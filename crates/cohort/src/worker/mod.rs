@@ -445,10 +445,14 @@ impl Worker {
             }
             // A pass started after shutdown ends `Cancelled` at once, so the
             // occurrence's latest run says it was not finished.
-            let options = SweepOptions {
+            let mut options = SweepOptions {
                 dry_run,
                 cancellation: Some(shutdown.child_token()),
+                vacuum: None,
             };
+            if let Some(rows) = self.engine.options.worker.vacuum_min_rows {
+                options = options.vacuum(crate::run::VacuumOptions::default().min_rows(rows));
+            }
             let tenant_id = scope.tenant().map(|t| t.id);
             let result = self.pass(&mut conn, &scope, occurrence, options).await;
             if let Err(e) = &result {

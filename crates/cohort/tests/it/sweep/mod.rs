@@ -4,6 +4,7 @@ mod batches;
 mod engine;
 mod execution;
 mod hold_check;
+mod maintenance;
 mod panicking_callbacks;
 mod postgres_limits;
 mod rules;
