@@ -316,6 +316,12 @@ pub(crate) enum RunsCommand {
         "  cohort runs export --records row-details --format csv -o details.csv\n  cohort runs export --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z > runs.jsonl\n\nAn export holds the runs that started in [--from, --to) and their summaries\nor row details, each with its chain columns so an auditor can re-verify it.\nThe captured payloads of row handlers are never exported (their digest is)."
     ))]
     Export(RunsExportArgs),
+    /// Settle the runs whose owner is gone (its lease expired): they end
+    /// `Failed` with the batches they committed counted. A live run is
+    /// never settled.
+    #[command(after_help = after("  cohort runs settle
+  cohort runs settle --json"))]
+    Settle,
 }
 
 /// `runs export`.

@@ -100,6 +100,18 @@ fn redact_query_password(tail: &str) -> String {
 /// A small pool on `url`: enough for a run, its ledger and the command's
 /// own reads.
 pub(crate) async fn connect(url: &str) -> CliResult<PgPool> {
+    // Another database's URL is refused before anything is tried.
+    if let Some((scheme, _)) = url.split_once("://")
+        && !matches!(
+            scheme.to_ascii_lowercase().as_str(),
+            "postgres" | "postgresql"
+        )
+    {
+        return Err(CliError::Usage(format!(
+            "{} is a {scheme}:// URL; Cohort works with PostgreSQL only (postgres:// or postgresql://)",
+            redact_url(url)
+        )));
+    }
     let options: PgConnectOptions = url.parse().map_err(|e| CliError::Connect {
         url: redact_url(url),
         source: e,

@@ -168,6 +168,21 @@ impl CliError {
         }
     }
 
+    /// Whether the error is a write to a reader that went away (a closed
+    /// pipe), however deep it is wrapped.
+    pub(crate) fn is_broken_pipe(&self) -> bool {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && io.kind() == std::io::ErrorKind::BrokenPipe
+            {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
+
     /// Reads a file, naming it in the error.
     pub(crate) fn io(what: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
         CliError::Io {
@@ -186,12 +201,40 @@ pub(crate) fn exit(code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// `text` without the PostgreSQL source-file line numbers sqlx appends to
+/// a server's message (`database "x" does not exist at line 948`), which
+/// read like a line of the operator's own file.
+pub(crate) fn without_source_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(" at line ") {
+        let after = &rest[i + " at line ".len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let ends = after[digits..]
+            .chars()
+            .next()
+            .is_none_or(|c| matches!(c, '\n' | ';' | ',' | ')' | ':'));
+        if digits > 0 && ends {
+            out.push_str(&rest[..i]);
+        } else {
+            out.push_str(&rest[..i + " at line ".len()]);
+        }
+        rest = if digits > 0 && ends {
+            &after[digits..]
+        } else {
+            after
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Shows an error on stderr, prefixed with `error:`.
 pub(crate) struct Shown<'a>(pub(crate) &'a CliError);
 
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = self.0.to_string();
+        let text = without_source_lines(&self.0.to_string());
         write!(f, "error: {}", text.trim_end())
     }
 }
@@ -199,6 +242,23 @@ impl fmt::Display for Shown<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn postgres_source_lines_are_dropped_and_the_operators_text_kept() {
+        assert_eq!(
+            without_source_lines("database \"trail\" does not exist at line 948"),
+            "database \"trail\" does not exist"
+        );
+        assert_eq!(
+            without_source_lines("x at line 12; fix: y at line 3\nz"),
+            "x; fix: y\nz"
+        );
+        assert_eq!(
+            without_source_lines("model.toml at line 7 column 3"),
+            "model.toml at line 7 column 3"
+        );
+        assert_eq!(without_source_lines("at line 5"), "at line 5");
+    }
 
     #[test]
     fn exit_codes_match_the_documented_table() {

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colours())
         .with_target(false)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -44,9 +45,21 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(code) => error::exit(code),
+        // A reader that went away (`cohort runs export | head`) ends the
+        // command quietly, as `gh` and `kubectl` do.
+        Err(e) if e.is_broken_pipe() => error::exit(error::code::SUCCESS),
         Err(e) => {
             eprintln!("{}", error::Shown(&e));
             error::exit(e.exit_code())
         }
     }
+}
+
+/// Whether log lines on stderr may carry colour codes: only on a terminal,
+/// and never when `NO_COLOR` is set to anything but the empty string
+/// (<https://no-color.org>), so cron mail and journald get plain text.
+fn colours() -> bool {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
 }

@@ -106,6 +106,12 @@ batch_size = 1000                # rows per committed batch
 # changes every future hash); better set COHORT_HASH_KEY from your secret store.
 hash_key = "{hash_key}"
 
+# The key of erasure certificates' subject hash (`cohort certificate`): an
+# erasure records its subject as HMAC-SHA256 under it, so only the subject
+# that was erased can be certified. Keep it secret and stable; better set
+# COHORT_CERTIFICATE_KEY from your secret store.
+certificate_key = "{certificate_key}"
+
 # [conventions]
 # record_id = "id"
 # tenant = "tenant_id"
@@ -140,7 +146,9 @@ mod tests {
 
     #[test]
     fn the_settings_template_is_valid_toml() {
-        let text = SETTINGS.replace("{hash_key}", "k");
+        let text = SETTINGS
+            .replace("{hash_key}", "k")
+            .replace("{certificate_key}", "c");
         let v: toml::Table = toml::from_str(&text).expect("valid TOML");
         assert_eq!(
             v.get("model").and_then(|m| m.as_str()),

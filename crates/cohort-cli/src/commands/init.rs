@@ -11,7 +11,9 @@ use crate::output;
 use crate::sample;
 use crate::settings::DEFAULT_SETTINGS_FILE;
 
-fn write(path: &Path, text: &str, force: bool) -> CliResult {
+/// Writes `text` to `path`; `private` files (the settings, which hold the
+/// keys) are readable by their owner only (mode 600).
+fn write(path: &Path, text: &str, force: bool, private: bool) -> CliResult {
     if path.exists() && !force {
         return Err(CliError::Usage(format!(
             "{} exists; pass --force to overwrite it",
@@ -21,7 +23,16 @@ fn write(path: &Path, text: &str, force: bool) -> CliResult {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| CliError::io("cannot create", dir, e))?;
     }
-    std::fs::write(path, text).map_err(|e| CliError::io("cannot write", path, e))
+    std::fs::write(path, text).map_err(|e| CliError::io("cannot write", path, e))?;
+    #[cfg(unix)]
+    if private {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| CliError::io("cannot restrict", path, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    Ok(())
 }
 
 /// `init`.
@@ -40,15 +51,22 @@ pub(crate) fn run(ctx: &Ctx, args: &InitArgs) -> CliResult {
             )));
         }
     }
-    // A fresh random key for the `hash` anonymiser (256 bits).
-    let key = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
-    let settings = sample::SETTINGS.replace("{hash_key}", &key).replace(
-        "model = \"cohort-model.toml\"",
-        &format!("model = {:?}", model_path.display().to_string()),
-    );
-    write(&settings_path, &settings, args.force)?;
-    write(&model_path, sample::MODEL, args.force)?;
-    output::line(format!("wrote {}", settings_path.display()))?;
+    // Fresh random keys (256 bits each) for the `hash` anonymiser and for
+    // erasure certificates' subject hashes.
+    let key = || format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+    let settings = sample::SETTINGS
+        .replace("{hash_key}", &key())
+        .replace("{certificate_key}", &key())
+        .replace(
+            "model = \"cohort-model.toml\"",
+            &format!("model = {:?}", model_path.display().to_string()),
+        );
+    write(&settings_path, &settings, args.force, true)?;
+    write(&model_path, sample::MODEL, args.force, false)?;
+    output::line(format!(
+        "wrote {} (readable by you only: it holds the keys)",
+        settings_path.display()
+    ))?;
     output::line(format!("wrote {}", model_path.display()))?;
     output::line(
         "next: edit the model for your tables, then\n  \

@@ -440,5 +440,21 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &RunsCommand) -> CliResult {
             }
         }
         RunsCommand::Export(a) => super::evidence::export(&pool, &schema, a).await,
+        RunsCommand::Settle => {
+            let model = ctx.model()?;
+            let cohort = ctx.cohort(&pool, &model, None).await?;
+            let settled = cohort.settle_abandoned_runs().await?;
+            if ctx.json() {
+                #[derive(serde::Serialize)]
+                struct Settled {
+                    settled: u64,
+                }
+                output::json(&Settled { settled })
+            } else {
+                output::line(format!(
+                    "settled {settled} run(s) whose owner is gone (runs whose owner still renews its lease are left alone)"
+                ))
+            }
+        }
     }
 }

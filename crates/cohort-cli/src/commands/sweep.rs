@@ -318,7 +318,10 @@ pub(crate) fn cancel_on_ctrl_c(progress: Progress) -> CliResult<CancellationToke
              (committed batches stay committed). Press Ctrl-C again to exit at once.",
         );
         if next().await {
-            eprintln!("second Ctrl-C: exiting at once; the run stays Started until it is settled");
+            eprintln!(
+                "second Ctrl-C: exiting at once; the run stays Started until its lease expires \
+                 (Options::run_lease, 60 s by default), then `cohort runs settle` settles it"
+            );
             std::process::exit(i32::from(crate::error::code::INTERRUPTED));
         }
     });

@@ -12,6 +12,7 @@ mod guards;
 mod help;
 mod maintenance;
 mod model_file;
+mod operators;
 mod pooler;
 mod reading;
 mod schedule;

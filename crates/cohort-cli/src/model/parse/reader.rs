@@ -162,7 +162,10 @@ impl<'s> Parser<'s> {
                 self.error(
                     &text.span,
                     key,
-                    "the nil UUID is not an identity; use a new random UUID (for example from `uuidgen`)",
+                    format!(
+                        "the nil UUID is not an identity; use a new random UUID, for example {}",
+                        Uuid::new_v4()
+                    ),
                 );
                 None
             }
@@ -171,7 +174,11 @@ impl<'s> Parser<'s> {
                 self.error(
                     &text.span,
                     key,
-                    format!("{:?} is not a UUID ({e}); use a new random UUID (for example from `uuidgen`)", text.value),
+                    format!(
+                        "{:?} is not a UUID ({e}); use a new random UUID, for example {}",
+                        text.value,
+                        Uuid::new_v4()
+                    ),
                 );
                 None
             }
