@@ -55,7 +55,9 @@ pub struct CategoryMonth {
     pub soft_deleted: i64,
     /// Rows anonymised.
     pub anonymised: i64,
-    /// Rows left because an active hold covered them.
+    /// Rows left because an active hold covered them, as the month's
+    /// latest run of each type and tenant found them: a held row counts
+    /// once, however many runs met it.
     pub held: i64,
 }
 
@@ -176,15 +178,24 @@ async fn read_report(
     let mut rows = Vec::new();
     {
         let mut stream = crate::sql::query(AssertSqlSafe(format!(
-            "SELECT s.category, \
-                    pg_catalog.to_char(pg_catalog.date_trunc('month', r.started_at AT TIME ZONE 'UTC'), 'YYYY-MM') AS month, \
-                    pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Purge' THEN s.affected_count ELSE 0 END)::bigint AS purged, \
-                    pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'SoftDelete' THEN s.affected_count ELSE 0 END)::bigint AS soft_deleted, \
-                    pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Anonymise' THEN s.affected_count ELSE 0 END)::bigint AS anonymised, \
-                    pg_catalog.sum(s.held_count)::bigint AS held \
-             FROM {summaries} AS s JOIN {runs} AS r ON r.run_id OPERATOR(pg_catalog.=) s.run_id \
-             WHERE NOT r.dry_run AND pg_catalog.isfinite(r.started_at) \
-               AND r.started_at OPERATOR(pg_catalog.>=) $1 AND r.started_at OPERATOR(pg_catalog.<) $2 \
+            // Rows changed add up over the month's runs; rows held do not
+            // (the same held row is counted by every run that meets it):
+            // per type and tenant, the held count of the month's latest run.
+            "SELECT m.category, m.month, \
+                    pg_catalog.sum(m.purged)::bigint AS purged, \
+                    pg_catalog.sum(m.soft_deleted)::bigint AS soft_deleted, \
+                    pg_catalog.sum(m.anonymised)::bigint AS anonymised, \
+                    pg_catalog.sum(m.held)::bigint AS held \
+             FROM (SELECT s.category, \
+                          pg_catalog.to_char(pg_catalog.date_trunc('month', r.started_at AT TIME ZONE 'UTC'), 'YYYY-MM') AS month, \
+                          pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Purge' THEN s.affected_count ELSE 0 END) AS purged, \
+                          pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'SoftDelete' THEN s.affected_count ELSE 0 END) AS soft_deleted, \
+                          pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Anonymise' THEN s.affected_count ELSE 0 END) AS anonymised, \
+                          (pg_catalog.array_agg(s.held_count ORDER BY r.started_at DESC, r.run_id DESC))[1] AS held \
+                   FROM {summaries} AS s JOIN {runs} AS r ON r.run_id OPERATOR(pg_catalog.=) s.run_id \
+                   WHERE NOT r.dry_run AND pg_catalog.isfinite(r.started_at) \
+                     AND r.started_at OPERATOR(pg_catalog.>=) $1 AND r.started_at OPERATOR(pg_catalog.<) $2 \
+                   GROUP BY 1, 2, s.retained_entity_id, s.tenant_id) AS m \
              GROUP BY 1, 2 ORDER BY 2, 1"
         )))
         .bind(options.range.from)
@@ -318,11 +329,11 @@ fn bar_chart(caption: &str, groups: &[(String, [i64; 4])]) -> Result<String, Err
             .max()
             .unwrap_or(0)
             .max(1);
-        let n = groups.len().max(1) as i32 - 1;
+        // One segment per group: `(0..n).into_segmented()` has the
+        // segments 0..n, so one group is `0..1` (a range `0..0` had no
+        // width, and its bars negative ones).
+        let n = i32::try_from(groups.len().max(1)).unwrap_or(i32::MAX);
         let labels: Vec<String> = groups.iter().map(|(l, _)| l.clone()).collect();
-        // The plotting area's width per group, and a bar's width.
-        let group_px = f64::from(width.saturating_sub(60 + 24)) / f64::from(n + 1);
-        let bar_px = group_px / 5.0;
         let mut chart = ChartBuilder::on(&root)
             .caption(caption, ("sans-serif", 18))
             .margin(12)
@@ -345,6 +356,8 @@ fn bar_chart(caption: &str, groups: &[(String, [i64; 4])]) -> Result<String, Err
             .y_desc("rows")
             .draw()
             .map_err(render_error)?;
+        let mapping = chart.as_coord_spec().clone();
+        let chart_coord = |c: &(SegmentValue<i32>, i64)| mapping.translate(c);
         for (s, (name, colour)) in SERIES.iter().enumerate() {
             let bars = groups.iter().enumerate().map(|(i, (_, values))| {
                 let i = i as i32;
@@ -357,6 +370,11 @@ fn bar_chart(caption: &str, groups: &[(String, [i64; 4])]) -> Result<String, Err
                     ],
                     colour.filled(),
                 );
+                // The group's pixels as the chart maps them.
+                let x0 = chart_coord(&(SegmentValue::Exact(i), 0)).0;
+                let x1 = chart_coord(&(SegmentValue::Exact(i + 1), 0)).0;
+                let group_px = f64::from((x1 - x0).max(0));
+                let bar_px = group_px / 5.0;
                 let left = (bar_px / 2.0 + s as f64 * bar_px) as u32;
                 let right = (group_px - bar_px / 2.0 - (s as f64 + 1.0) * bar_px).max(0.0) as u32;
                 bar.set_margin(0, 0, left, right);
@@ -387,15 +405,21 @@ impl AuditReport {
     pub fn to_html(&self) -> Result<String, Error> {
         let mut months: BTreeMap<String, [i64; 4]> = BTreeMap::new();
         let mut categories: BTreeMap<String, [i64; 4]> = BTreeMap::new();
+        // Rows are in month order: a category's held rows are its latest
+        // month's (held rows are a state, not a sum over time).
         for r in &self.rows {
-            for totals in [
-                months.entry(r.month.clone()).or_default(),
-                categories.entry(r.category.clone()).or_default(),
+            for (totals, over_time) in [
+                (months.entry(r.month.clone()).or_default(), false),
+                (categories.entry(r.category.clone()).or_default(), true),
             ] {
                 totals[0] += r.purged;
                 totals[1] += r.soft_deleted;
                 totals[2] += r.anonymised;
-                totals[3] += r.held;
+                totals[3] = if over_time {
+                    r.held
+                } else {
+                    totals[3] + r.held
+                };
             }
         }
         let month_chart = bar_chart("Rows per month", &months.into_iter().collect::<Vec<_>>())?;

@@ -187,7 +187,16 @@ async fn the_report_renders_in_chromium_with_its_charts_and_no_console_error() {
     let soft: i64 = this_month.clone().map(|r| r.soft_deleted).sum();
     let purged: i64 = this_month.clone().map(|r| r.purged).sum();
     let held: i64 = this_month.map(|r| r.held).sum();
-    assert_eq!((soft, purged, held), (39 + 5, 25, 2));
+    // This month's two runs each met the one held note: it is held once.
+    let met: i64 = crate::support::count(
+        &db,
+        "SELECT coalesce(sum(s.held_count), 0)::bigint FROM sweep_run_entity_summary s \
+         JOIN sweep_run r USING (run_id) WHERE r.started_at >= date_trunc('month', now())",
+    )
+    .await;
+    assert_eq!(met, 2, "the ledger counts the held note in both runs");
+    assert_eq!((soft, purged, held), (39 + 5, 25, 1));
+    assert_eq!(held as usize, report.active_holds.len());
 
     let html = report.to_html().expect("html");
     // Self-contained: no reference outside the file, no script.
@@ -237,6 +246,77 @@ async fn the_report_renders_in_chromium_with_its_charts_and_no_console_error() {
             ],
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// contract: EV3
+// Every install's first report: all runs in one month, one category. The
+// charts' one group gets bars of positive size (a one-group axis had no
+// width, and the bars negative ones).
+#[tokio::test]
+async fn a_report_of_one_month_and_one_category_draws_its_bars() {
+    let db = db_with_tables().await;
+    db.exec(&format!(
+        "INSERT INTO session_notes (id, tenant_id, created_at, body) \
+         SELECT gen_random_uuid(), '{t}', now() - interval '100 days', 'n' FROM generate_series(1, 7)",
+        t = tenant_a()
+    ))
+    .await;
+    let cohort = Cohort::builder(db.pool().clone())
+        .rules(TestRules::new().with(
+            "session-notes",
+            Capabilities::only(Strategy::Purge),
+            Rule::new(Period::days(30), Strategy::Purge),
+        ))
+        .entity::<SessionNote>()
+        .build()
+        .await
+        .expect("model");
+    let scope = Scope::Tenant(TenantContext::new(tenant_a()));
+    cohort.sweep(&scope, Utc::now()).await.expect("sweep");
+    let mut conn = db.pool().acquire().await.expect("conn");
+    let report = audit_report(
+        &mut conn,
+        &SchemaName::public(),
+        &ReportOptions::new(TimeRange::all()),
+    )
+    .await
+    .expect("report");
+    assert_eq!(report.rows.len(), 1, "{:?}", report.rows);
+    assert_eq!(report.rows[0].purged, 7);
+    let html = report.to_html().expect("html");
+    let dir = std::env::temp_dir().join(format!("cohort-report-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let page = dir.join("report.html");
+    std::fs::write(&page, &html).expect("write");
+    let (dom, stderr) = run_chromium(&page, &["--dump-dom".to_owned()]);
+    for chart in ["chart-months", "chart-categories"] {
+        let at = dom.find(&format!("id=\"{chart}\"")).expect("chart div");
+        let rest = &dom[at..];
+        let svg = &rest[..rest.find("</svg>").expect("an svg element")];
+        for attribute in ["width=\"-", "height=\"-", "x=\"-"] {
+            assert!(
+                !svg.contains(attribute),
+                "{chart} has a negative size: {svg}"
+            );
+        }
+        // The purge bar: a filled rectangle taller than a legend swatch.
+        let bars = svg
+            .split("<rect")
+            .skip(1)
+            .filter(|r| {
+                let height = r
+                    .split("height=\"")
+                    .nth(1)
+                    .and_then(|h| h.split('"').next())
+                    .and_then(|h| h.parse::<f64>().ok())
+                    .unwrap_or(0.0);
+                height > 20.0 && !r.contains("fill=\"#FFFFFF\"") && !r.contains("fill=\"white\"")
+            })
+            .count();
+        assert!(bars >= 1, "{chart} draws the month's bar: {svg}");
+    }
+    assert_eq!(console_errors(&stderr), Vec::<String>::new(), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
