@@ -288,8 +288,11 @@ pub(crate) struct HoldsListArgs {
     #[arg(long, value_name = "UUID")]
     pub(crate) tenant: Option<Uuid>,
     /// Active at this time, RFC 3339 [default: now].
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = parse_time, conflicts_with = "all")]
     pub(crate) as_of: Option<DateTime<FixedOffset>>,
+    /// Every hold, active or not (expired, removed, not yet started).
+    #[arg(long)]
+    pub(crate) all: bool,
 }
 
 /// `holds remove`.

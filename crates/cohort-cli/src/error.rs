@@ -82,6 +82,11 @@ pub(crate) enum CliError {
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 
+    /// Cohort refused the request for what the database holds (no such row,
+    /// no such hold, a hold id taken), in the model file's words.
+    #[error("{0}")]
+    Refused(String),
+
     /// A value given on the command line is not usable (beyond what clap
     /// checks).
     #[error("{0}")]

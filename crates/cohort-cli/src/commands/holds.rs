@@ -1,7 +1,7 @@
 //! `holds add|list|remove|prune`: the library's holds API.
 
 use chrono::Utc;
-use cohort::holds::{Hold, HoldFilter, HoldRequest};
+use cohort::holds::{Hold, HoldError, HoldFilter, HoldRequest};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -82,6 +82,36 @@ fn entity_id(model: &Model, name: &str) -> CliResult<Uuid> {
     })
 }
 
+/// A refused hold request in the model file's words: the table by its
+/// name rather than its retained-entity id, no tenant for a tenantless
+/// table, and the request's own mistakes as usage errors (exit 2).
+fn spoken(e: cohort::Error, model: &Model) -> CliError {
+    let cohort::Error::Hold(hold) = &e else {
+        return e.into();
+    };
+    let mut text = hold.to_string();
+    for entity in &model.entities {
+        let id = entity.id.to_string();
+        if text.contains(&id) {
+            text = text
+                .replace(
+                    &format!("retained type {id}"),
+                    &format!("table {}", entity.name),
+                )
+                .replace(&id, &entity.name);
+            if entity.tenantless {
+                text = text.replace(" in this tenant", "");
+            }
+        }
+    }
+    match hold {
+        HoldError::NoSuchRow { .. }
+        | HoldError::DuplicateHoldId { .. }
+        | HoldError::NoSuchHold { .. } => CliError::Refused(text),
+        _ => CliError::Usage(text),
+    }
+}
+
 /// `holds ...`.
 pub(crate) async fn run(ctx: &Ctx, cmd: &HoldsCommand) -> CliResult {
     let model = ctx.model()?;
@@ -103,7 +133,28 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &HoldsCommand) -> CliResult {
             if let Some(id) = a.hold_id {
                 request = request.hold_id(id);
             }
-            let hold = cohort.holds().create(&mut conn, request).await?;
+            let entity = entity_id(&model, &a.entity)?;
+            let already = cohort
+                .holds()
+                .is_held(
+                    &mut conn,
+                    &cohort::holds::Target::new(entity, a.record.clone(), a.tenant),
+                    Utc::now(),
+                )
+                .await
+                .map_err(|e| spoken(e, &model))?;
+            let hold = cohort
+                .holds()
+                .create(&mut conn, request)
+                .await
+                .map_err(|e| spoken(e, &model))?;
+            if already {
+                eprintln!(
+                    "note: another active hold already covers this row; this one adds its own reason and expiry \
+                     (`cohort holds list --entity {}` shows them)",
+                    a.entity
+                );
+            }
             let json = hold_json(&hold, &model);
             if ctx.json() {
                 output::json(&json)
@@ -121,30 +172,55 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &HoldsCommand) -> CliResult {
                 filter = filter.tenant(t);
             }
             let as_of = a.as_of.map_or_else(Utc::now, |t| t.with_timezone(&Utc));
-            let holds = cohort
-                .holds()
-                .list_active(&mut conn, as_of, &filter)
-                .await?;
+            let holds = if a.all {
+                cohort.holds().list(&mut conn, &filter).await?
+            } else {
+                cohort
+                    .holds()
+                    .list_active(&mut conn, as_of, &filter)
+                    .await?
+            };
             let json: Vec<HoldJson> = holds.iter().map(|h| hold_json(h, &model)).collect();
             if ctx.json() {
                 output::json(&json)
             } else {
-                output::line(format!("{} active hold(s) at {}", json.len(), time(&as_of)))?;
+                if a.all {
+                    output::line(format!("{} hold(s), active or not", json.len()))?;
+                } else {
+                    output::line(format!("{} active hold(s) at {}", json.len(), time(&as_of)))?;
+                }
                 print_holds(&json)
             }
         }
         HoldsCommand::Remove(a) => {
             let at = a.at.map_or_else(Utc::now, |t| t.with_timezone(&Utc));
-            let hold = cohort.holds().remove(&mut conn, a.hold_id, at).await?;
+            // PostgreSQL's precision, so "earlier" below compares like with like.
+            let at = chrono::DurationRound::duration_trunc(at, chrono::TimeDelta::microseconds(1))
+                .unwrap_or(at);
+            let hold = cohort
+                .holds()
+                .remove(&mut conn, a.hold_id, at)
+                .await
+                .map_err(|e| spoken(e, &model))?;
             let json = hold_json(&hold, &model);
             if ctx.json() {
                 output::json(&json)
             } else {
-                output::line(format!(
-                    "hold {} removed: it stops protecting at {}",
-                    hold.hold_id,
-                    opt_time(hold.removed_at.as_ref())
-                ))?;
+                // A removal never pushes an earlier one back.
+                let earlier = hold.removed_at.is_some_and(|r| r < at);
+                if earlier {
+                    output::line(format!(
+                        "hold {} was already removed: it stopped protecting at {}; nothing changed",
+                        hold.hold_id,
+                        opt_time(hold.removed_at.as_ref())
+                    ))?;
+                } else {
+                    output::line(format!(
+                        "hold {} removed: it stops protecting at {}",
+                        hold.hold_id,
+                        opt_time(hold.removed_at.as_ref())
+                    ))?;
+                }
                 print_holds(&[json])
             }
         }

@@ -10,6 +10,7 @@ mod demo;
 mod evidence;
 mod guards;
 mod help;
+mod holds;
 mod maintenance;
 mod model_file;
 mod operators;

@@ -215,6 +215,29 @@ impl Holds<'_> {
         scope.finish(result).await
     }
 
+    /// Every hold of the filter, active or not (expired, removed, not yet
+    /// started), oldest first: what an auditor reviews. Holds pruned by
+    /// [`Holds::prune`] are gone.
+    pub async fn list(
+        &self,
+        conn: &mut PgConnection,
+        filter: &HoldFilter,
+    ) -> Result<Vec<Hold>, Error> {
+        let mut scope = self.begin(conn).await?;
+        let result = crate::sql::query(AssertSqlSafe(self.sql().list_all()))
+            .bind(filter.entity_id)
+            .bind(filter.tenant_id)
+            .fetch_all(scope.conn())
+            .await
+            .map_err(Error::from)
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| hold_from_row(r).map_err(Error::from))
+                    .collect()
+            });
+        scope.finish(result).await
+    }
+
     /// Whether an active hold covers the row `target` names at `as_of` (any
     /// offset). The record id may be spelled any way the key type accepts;
     /// it is compared with the key type's own equality. A reporting query

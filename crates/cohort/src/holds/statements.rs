@@ -58,6 +58,17 @@ impl HoldSql {
         )
     }
 
+    /// Every hold, active or not: `$1` entity, `$2` tenant (NULL: any).
+    pub(super) fn list_all(&self) -> String {
+        format!(
+            "SELECT {COLUMNS} FROM {holds} AS h \
+             WHERE ($1::pg_catalog.uuid IS NULL OR h.retained_entity_id = $1) \
+               AND ($2::pg_catalog.uuid IS NULL OR h.tenant_id = $2) \
+             ORDER BY h.created_at, h.hold_id",
+            holds = self.holds,
+        )
+    }
+
     /// `$1` entity, `$2` tenant (NULL for tenantless), `$3` record id as
     /// given, `$4` as-of; `canonical` is the SQL of `$3`'s canonical text,
     /// which the stored record id must equal (as every mutation compares).
