@@ -183,12 +183,9 @@ pub(crate) enum SchemaCommand {
 #[derive(Debug, Args)]
 pub(crate) struct ScopeArgs {
     /// The tenant (its id in the tables' tenant columns).
-    #[arg(
-        long,
-        value_name = "UUID",
-        required_unless_present = "tenantless",
-        conflicts_with = "tenantless"
-    )]
+    /// (Without --tenant or --tenantless the command asks which, unless
+    /// every retained table is tenantless: then --tenantless is the default.)
+    #[arg(long, value_name = "UUID", conflicts_with = "tenantless")]
     pub(crate) tenant: Option<Uuid>,
     /// The tables marked tenantless instead of a tenant's rows.
     #[arg(long)]

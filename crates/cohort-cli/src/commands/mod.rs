@@ -124,18 +124,34 @@ pub(crate) fn names(model: &Model) -> HashMap<Uuid, String> {
 }
 
 /// The scope and the logical time a command runs at.
-pub(crate) fn scope(args: &ScopeArgs) -> (Scope, DateTime<Utc>) {
+pub(crate) fn scope(args: &ScopeArgs, model: &Model) -> CliResult<(Scope, DateTime<Utc>)> {
     let now = args.now.map_or_else(Utc::now, |t| t.with_timezone(&Utc));
+    let any_scoped = model.entities.iter().any(|e| !e.tenantless);
     let scope = match args.tenant {
+        Some(_) if !any_scoped => {
+            return Err(CliError::Usage(
+                "--tenant: every retained table of the model is tenantless, so a tenant's pass would \
+                 change nothing; use --tenantless (or give no scope: it is the default for such a model)"
+                    .into(),
+            ));
+        }
         Some(id) if !args.tenantless => {
             let mut t = TenantContext::new(id);
             t.jurisdiction = args.jurisdiction.clone();
             t.tags = args.tags.clone();
             Scope::Tenant(t)
         }
+        // A single-tenant application: the tenantless pass is the only one.
+        None if !args.tenantless && any_scoped => {
+            return Err(CliError::Usage(
+                "which rows? give --tenant <UUID> for one tenant's rows, or --tenantless for the tables \
+                 marked tenantless"
+                    .into(),
+            ));
+        }
         _ => Scope::Tenantless,
     };
-    (scope, now)
+    Ok((scope, now))
 }
 
 /// Runs the command line and returns the exit code.

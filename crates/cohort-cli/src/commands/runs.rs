@@ -324,6 +324,16 @@ pub(crate) async fn show(
     })
 }
 
+/// A run's tenant for people: `-` for the tenantless pass (the ledger
+/// keeps the nil UUID there; holds show `-` alike). JSON keeps the id.
+fn tenant_text(id: Uuid) -> String {
+    if id.is_nil() {
+        "-".to_owned()
+    } else {
+        id.to_string()
+    }
+}
+
 /// Runs as a table.
 pub(crate) fn print_list(runs: &[RunRowJson]) -> CliResult {
     let mut t = output::table(&[
@@ -337,7 +347,7 @@ pub(crate) fn print_list(runs: &[RunRowJson]) -> CliResult {
             r.trigger.clone(),
             r.status.clone(),
             if r.dry_run { "yes" } else { "no" }.to_owned(),
-            r.tenant_id.to_string(),
+            tenant_text(r.tenant_id),
             r.started_at.clone(),
             opt(r.settled_at.as_deref()),
             r.affected.to_string(),
@@ -357,7 +367,7 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
         r.status,
         r.trigger,
         if r.dry_run { ", dry run" } else { "" },
-        r.tenant_id
+        tenant_text(r.tenant_id)
     ))?;
     output::line(format!(
         "  logical now {}, started {}, settled {}",
@@ -408,7 +418,7 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
             t.add_row(vec![
                 x.entity.clone(),
                 x.record_id.clone(),
-                x.tenant_id.to_string(),
+                tenant_text(x.tenant_id),
                 x.action.clone(),
                 x.created_at.clone(),
             ]);

@@ -284,7 +284,7 @@ pub(crate) async fn preview(ctx: &Ctx, args: &ScopeArgs) -> CliResult {
     let model = ctx.model()?;
     let pool = ctx.pool().await?;
     let cohort = ctx.cohort(&pool, &model, None).await?;
-    let (scope, now) = scope(args);
+    let (scope, now) = scope(args, &model)?;
     let p = cohort.preview(&scope, now).await?;
     let json = preview_json(&p, &scope, &model);
     if ctx.json() {
@@ -357,7 +357,7 @@ async fn prepared(ctx: &Ctx, model: &Model) -> CliResult<(Cohort, Progress)> {
 pub(crate) async fn sweep(ctx: &Ctx, args: &SweepArgs) -> CliResult {
     let model = ctx.model()?;
     let (cohort, progress) = prepared(ctx, &model).await?;
-    let (scope, now) = scope(&args.scope);
+    let (scope, now) = scope(&args.scope, &model)?;
     let token = cancel_on_ctrl_c(progress.clone())?;
     let mut options = SweepOptions::default().cancel_on(token);
     if let Some(rows) = args.vacuum {
@@ -391,7 +391,7 @@ pub(crate) async fn erase(ctx: &Ctx, args: &EraseArgs) -> CliResult {
         );
     }
     let (cohort, progress) = prepared(ctx, &model).await?;
-    let (scope, now) = scope(&args.scope);
+    let (scope, now) = scope(&args.scope, &model)?;
     let token = cancel_on_ctrl_c(progress.clone())?;
     let mut request = ErasureRequest::new(args.subject.as_str()).cancel_on(token);
     if args.dry_run {

@@ -146,3 +146,11 @@ pub(crate) fn json(o: &Output) -> serde_json::Value {
         )
     })
 }
+
+/// Rows in `table` of the project's database.
+pub(crate) async fn count_rows(p: &Project, table: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(p.db.pool())
+        .await
+        .expect("count")
+}

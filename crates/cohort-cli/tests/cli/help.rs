@@ -93,7 +93,6 @@ fn usage_errors_exit_2_and_name_the_problem() {
     let dir = std::env::temp_dir();
     for args in [
         &["frobnicate"][..],
-        &["preview"], // no --tenant nor --tenantless
         &["preview", "--tenant", "not-a-uuid"],
         &[
             "preview",

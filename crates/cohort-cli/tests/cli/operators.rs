@@ -165,3 +165,44 @@ async fn runs_settle_settles_a_run_whose_owner_is_gone_and_no_other() {
     .expect("runs");
     assert_eq!(statuses, vec!["Failed", "Started"]);
 }
+
+#[tokio::test]
+async fn a_scope_is_asked_for_by_name_and_tenantless_is_the_default_of_a_single_tenant_model() {
+    let p = Project::new().await;
+    p.sample().await;
+    // The sample has tenant-scoped tables: which rows, then?
+    let out = p.cohort(&["preview"]);
+    assert_code(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("--tenant") && err.contains("--tenantless"),
+        "{err}"
+    );
+
+    // A model whose every table is tenantless: no scope means tenantless,
+    // and a tenant is refused rather than swept as nothing.
+    p.db.exec("CREATE TABLE app_log (id bigint PRIMARY KEY, at timestamptz NOT NULL); \
+               INSERT INTO app_log SELECT g, '2020-01-01'::timestamptz FROM generate_series(1, 3) g;")
+        .await;
+    p.write(
+        "cohort-model.toml",
+        "[[entity]]\nid = \"7e3a1f60-2b4c-4d8e-9f01-a2b3c4d5e6f7\"\ntable = \"app_log\"\ncategory = \"logs\"\n\
+         anchor = \"at\"\ntenantless = true\n\n[rules.logs]\nstrategy = \"purge\"\nperiod = \"P1Y\"\n",
+    );
+    let out = p.cohort(&["preview", "--json"]);
+    assert_success(&out);
+    let out = p.cohort(&["sweep", "--tenant", TENANT]);
+    assert_code(&out, 2);
+    assert!(stderr(&out).contains("tenantless"), "{}", stderr(&out));
+    assert_success(&p.cohort(&["sweep"]));
+    assert_eq!(crate::common::count_rows(&p, "app_log").await, 0);
+    // The tenantless run shows `-` for its tenant, as holds do.
+    let out = p.cohort(&["runs", "show", "latest"]);
+    assert_success(&out);
+    assert!(stdout(&out).contains("tenant -"), "{}", stdout(&out));
+    assert!(
+        !stdout(&out).contains("00000000-0000-0000-0000-000000000000"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -639,6 +639,10 @@ impl cohort::ledger::AuditObserver for HoldAtStart {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn building_in_direct_mode_behind_a_transaction_pooler_is_refused() {
     let (_db, bouncer) = behind_pooler().await;
+    bouncer
+        .until_alternating()
+        .await
+        .expect("both server connections in use");
     let built = Cohort::builder(bouncer.pool(4))
         .rules(rules())
         .entity::<SessionNote>()
