@@ -40,6 +40,8 @@ struct State {
     /// When the previous table finished (or the run started): the next
     /// table's clock starts there, so its first rate is meaningful.
     mark: Instant,
+    /// Whether the run is a dry run: its rows would change, they do not.
+    dry_run: bool,
 }
 
 impl Progress {
@@ -54,6 +56,7 @@ impl Progress {
                 names,
                 entities: HashMap::new(),
                 mark: Instant::now(),
+                dry_run: false,
             })),
         }
     }
@@ -94,6 +97,7 @@ impl Progress {
             } => {
                 s.mark = Instant::now();
                 s.entities.clear();
+                s.dry_run = *dry_run;
                 let dry = if *dry_run {
                     " (dry run: nothing changes)"
                 } else {
@@ -113,13 +117,14 @@ impl Progress {
                     .unwrap_or_else(|| entity_id.to_string());
                 let multi = s.multi.clone();
                 let mark = s.mark;
+                let verb = changed(s.dry_run);
                 let e = s.entities.entry(*entity_id).or_insert_with(|| Entity {
                     bar: multi.map(|m| {
                         let bar = m.add(ProgressBar::new_spinner());
                         bar.set_style(
-                            ProgressStyle::with_template(
-                                "{spinner} {prefix:<24} {pos:>10} rows changed  {msg:>14}  {elapsed}",
-                            )
+                            ProgressStyle::with_template(&format!(
+                                "{{spinner}} {{prefix:<24}} {{pos:>10}} {verb}  {{msg:>14}}  {{elapsed}}"
+                            ))
                             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                         );
                         bar.set_prefix(name.clone());
@@ -139,8 +144,10 @@ impl Progress {
                     e.last_log = Some(Instant::now());
                     let rate = rate(e.total, e.started.elapsed());
                     eprintln!(
-                        "progress: {}: {} rows changed ({rate} rows/s)",
-                        e.name, e.total
+                        "progress: {}: {} {} ({rate} rows/s)",
+                        e.name,
+                        e.total,
+                        changed(s.dry_run)
                     );
                 }
             }
@@ -166,10 +173,16 @@ impl Progress {
                 } else {
                     ""
                 };
+                let legal = if summary.legal_minimum > 0 {
+                    format!(", {} kept by the legal minimum", summary.legal_minimum)
+                } else {
+                    String::new()
+                };
+                let verb = changed(s.dry_run);
                 log(
                     s,
                     &format!(
-                        "done: {name}: {} rows changed ({strategy}), {} held, {} skipped, {rate} rows/s{failed}",
+                        "done: {name}: {} {verb} ({strategy}), {} held{legal}, {} skipped, {rate} rows/s{failed}",
                         summary.affected, summary.held, summary.skipped
                     ),
                 );
@@ -203,5 +216,14 @@ impl AuditObserver for Progress {
     fn on_event<'a>(&'a self, event: &'a AuditEvent) -> BoxFuture<'a, Result<(), ProviderError>> {
         self.handle(event);
         Box::pin(async { Ok(()) })
+    }
+}
+
+/// How a row count reads: a dry run's rows would change; they do not.
+fn changed(dry_run: bool) -> &'static str {
+    if dry_run {
+        "rows would change"
+    } else {
+        "rows changed"
     }
 }

@@ -210,39 +210,6 @@ impl Bouncer {
         Ok(())
     }
 
-    /// Waits (bounded) until one client's consecutive statements land on
-    /// different server connections, as round-robin selection does when
-    /// every server connection is idle: the precondition of a test that a
-    /// transaction pooler is detected. Under heavy load a server connection
-    /// can be busy for a moment (being released, checked), and a probe made
-    /// then would see one server only.
-    pub async fn until_alternating(&self) -> Result<(), ServerError> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let mut c = PgConnection::connect_with(&self.options())
-                .await
-                .map_err(|e| err(format!("cannot connect through PgBouncer: {e}")))?;
-            let mut pids = std::collections::BTreeSet::new();
-            for _ in 0..4 {
-                let row = sqlx::raw_sql("SELECT pg_catalog.pg_backend_pid()")
-                    .fetch_one(&mut c)
-                    .await
-                    .map_err(|e| err(format!("cannot query through PgBouncer: {e}")))?;
-                pids.insert(sqlx::Row::try_get::<i32, _>(&row, 0).map_err(|e| err(e.to_string()))?);
-            }
-            let _ = c.close().await;
-            if pids.len() > 1 {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(err(
-                    "PgBouncer kept one client on one server connection for 30 s",
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
     /// Connection options for the database through PgBouncer, as the
     /// server's administrative user.
     pub fn options(&self) -> PgConnectOptions {

@@ -461,7 +461,8 @@ impl CohortBuilder {
         captured.dedup();
         let mut conn = self.pool.acquire().await?;
         report.problems.extend(
-            crate::validate::connection::check(&mut conn, self.options.connection_mode).await?,
+            crate::validate::connection::check(&mut conn, &self.pool, self.options.connection_mode)
+                .await?,
         );
         let mut tx = Pinned::begin(&mut conn).await?;
         let checked = async {

@@ -44,6 +44,9 @@ pub(crate) struct SummaryJson {
     pub(crate) skipped: u64,
     /// Rows with a NULL anchor (or blocked by a legal minimum, in an erasure).
     pub(crate) null_anchor: u64,
+    /// Rows the rule's period made eligible that its legal minimum still
+    /// keeps (erasures with a legal minimum; zero for sweeps).
+    pub(crate) legal_minimum: u64,
     /// The period applied, ISO 8601.
     pub(crate) applied_period: Option<String>,
     /// The cutoff applied.

@@ -252,7 +252,7 @@ pub(crate) async fn show(
     let run = run_row(&run)?;
     let sql = format!(
         "SELECT retained_entity_id, entity_type, category, tenant_id, strategy, status, affected_count, \
-                held_count, skipped_count, null_anchor_count, applied_period, cutoff, rule_source, rule_reason, error \
+                held_count, skipped_count, null_anchor_count, legal_minimum_count, applied_period, cutoff, rule_source, rule_reason, error \
          FROM {} WHERE run_id OPERATOR(pg_catalog.=) $1 ORDER BY summary_id",
         tables.summary
     );
@@ -274,6 +274,7 @@ pub(crate) async fn show(
                 held: count(r, "held_count")?,
                 skipped: count(r, "skipped_count")?,
                 null_anchor: count(r, "null_anchor_count")?,
+                legal_minimum: count(r, "legal_minimum_count")?,
                 applied_period: r.try_get("applied_period")?,
                 cutoff: r.try_get::<Option<DateTime<Utc>>, _>("cutoff")?.map(t),
                 rule_source: r.try_get("rule_source")?,
@@ -387,6 +388,7 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
         "held",
         "skipped",
         "null anchor",
+        "legal min.",
         "period",
         "cutoff",
         "rule source",
@@ -403,6 +405,7 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
             x.held.to_string(),
             x.skipped.to_string(),
             x.null_anchor.to_string(),
+            x.legal_minimum.to_string(),
             opt(x.applied_period.as_deref()),
             opt(x.cutoff.as_deref()),
             opt(x.rule_source.as_deref()),

@@ -104,10 +104,6 @@ async fn a_direct_connection_mode_behind_a_transaction_pooler_is_refused_with_th
     let p = Project::new().await;
     p.sample().await;
     let bouncer = Bouncer::start(&p.db, 2).await.expect("PgBouncer starts");
-    bouncer
-        .until_alternating()
-        .await
-        .expect("both server connections in use");
     let out = run(command_in(
         &p.dir,
         Some(&bouncer.url()),

@@ -21,6 +21,7 @@ use cohort::{
     Strategy, TenantContext,
 };
 use cohort_testdb::Bouncer;
+use sqlx::Connection;
 use uuid::Uuid;
 
 /// Options for a handle behind the pooler: small batches, so a sweep is
@@ -639,10 +640,6 @@ impl cohort::ledger::AuditObserver for HoldAtStart {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn building_in_direct_mode_behind_a_transaction_pooler_is_refused() {
     let (_db, bouncer) = behind_pooler().await;
-    bouncer
-        .until_alternating()
-        .await
-        .expect("both server connections in use");
     let built = Cohort::builder(bouncer.pool(4))
         .rules(rules())
         .entity::<SessionNote>()
@@ -843,4 +840,39 @@ async fn host_types_the_driver_does_not_know_work_through_the_pooler() {
         .await
         .expect("handles");
     assert_eq!(left, vec!["Ann.Lee".to_owned()]);
+}
+
+// contract: CO1
+// The same, with the pooler unable to alternate: another client holds one
+// of the two server connections in an open transaction, so every statement
+// of the probe lands on the other. The takeover probe still sees it: a
+// second client takes the server the handle's connection used, and the
+// handle's next statement has to wait for it (directly, a connection's
+// backend is its own and never waits for another client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_handle_is_refused_behind_a_pooler_even_when_it_cannot_alternate() {
+    let (_db, bouncer) = behind_pooler().await;
+    let mut blocker = sqlx::PgConnection::connect_with(&bouncer.options())
+        .await
+        .expect("a client of the pooler");
+    sqlx::raw_sql("BEGIN; SELECT 1")
+        .execute(&mut blocker)
+        .await
+        .expect("hold one server connection");
+    let built = Cohort::builder(bouncer.pool(4))
+        .rules(rules())
+        .entity::<SessionNote>()
+        .build()
+        .await;
+    let _ = sqlx::raw_sql("ROLLBACK").execute(&mut blocker).await;
+    let Err(cohort::Error::Validation(problems)) = &built else {
+        panic!(
+            "a direct-mode handle behind a transaction pooler built: {:?}",
+            built.err()
+        );
+    };
+    assert!(
+        problems.to_string().contains("connection_mode"),
+        "{problems}"
+    );
 }
