@@ -140,6 +140,21 @@ pub(crate) async fn connect(url: &str) -> CliResult<PgPool> {
         })
 }
 
+/// A refused login says where its credentials came from (the URL is
+/// never shown with its password).
+pub(crate) fn with_login_hint(e: CliError, source: &str) -> CliError {
+    match e {
+        CliError::Connect {
+            url,
+            source: sqlx::Error::Database(db),
+        } if matches!(db.code().as_deref(), Some("28P01" | "28000")) => CliError::Login(format!(
+            "cannot connect to {url}: {}; the user and password came from {source}",
+            db.message()
+        )),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

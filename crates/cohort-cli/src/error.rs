@@ -61,7 +61,7 @@ pub(crate) enum CliError {
 
     /// No database is configured.
     #[error(
-        "no database configured: set DATABASE_URL, pass --database-url, or set database_url in cohort.toml (COHORT_DATABASE_URL)"
+        "no database configured: set DATABASE_URL, pass --database-url, set database_url in cohort.toml (COHORT_DATABASE_URL), or set the PG* variables (PGHOST, PGDATABASE, ...) as for psql"
     )]
     NoDatabase,
 
@@ -81,6 +81,11 @@ pub(crate) enum CliError {
     /// A database error from the command's own read-only queries.
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
+
+    /// The server refused the login; the message says where the user and
+    /// password came from.
+    #[error("{0}")]
+    Login(String),
 
     /// Cohort refused the request for what the database holds (no such row,
     /// no such hold, a hold id taken), in the model file's words.

@@ -348,7 +348,41 @@ impl Settings {
         {
             return Ok(url);
         }
-        self.database_url.clone().ok_or(CliError::NoDatabase)
+        if let Some(url) = &self.database_url {
+            return Ok(url.clone());
+        }
+        // As psql does: the PG* variables alone name a database (sqlx reads
+        // PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE and the
+        // password file into an empty URL's options).
+        let set = |v: &str| std::env::var_os(v).is_some_and(|x| !x.is_empty());
+        if ["PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE"]
+            .iter()
+            .any(|v| set(v))
+        {
+            return Ok("postgres://".to_owned());
+        }
+        if set("PGSERVICE") {
+            return Err(CliError::Usage(
+                "PGSERVICE is set, but service files are not read: set PGHOST, PGPORT, PGUSER and \
+                 PGDATABASE (or DATABASE_URL) instead"
+                    .into(),
+            ));
+        }
+        Err(CliError::NoDatabase)
+    }
+
+    /// Where the database URL came from, for an authentication failure's
+    /// message (never the URL itself).
+    pub(crate) fn database_url_source(&self, flag: Option<&str>) -> &'static str {
+        if flag.is_some() {
+            "--database-url"
+        } else if std::env::var("DATABASE_URL").is_ok_and(|u| !u.is_empty()) {
+            "DATABASE_URL"
+        } else if self.database_url.is_some() {
+            "database_url in cohort.toml (or COHORT_DATABASE_URL)"
+        } else {
+            "the PG* environment variables (PGPASSWORD, or the password file ~/.pgpass)"
+        }
     }
 }
 

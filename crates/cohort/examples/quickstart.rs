@@ -196,8 +196,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .await?;
     println!(
-        "\n== legal hold {} on note {} (expires {:?})",
-        hold.hold_id, hold.record_id, hold.expires_at
+        "\n== legal hold {} on note {} (expires {})",
+        hold.hold_id,
+        hold.record_id,
+        hold.expires_at
+            .map_or_else(|| "never".to_owned(), |t| t.to_rfc3339())
     );
 
     // 4. Preview, then sweep, the tenant "acme".

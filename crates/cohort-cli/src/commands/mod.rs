@@ -86,10 +86,11 @@ impl Ctx {
 
     /// A pool on the configured database.
     pub(crate) async fn pool(&self) -> CliResult<PgPool> {
-        let url = self
-            .settings
-            .database_url(self.global.database_url.as_deref())?;
-        crate::db::connect(&url).await
+        let flag = self.global.database_url.as_deref();
+        let url = self.settings.database_url(flag)?;
+        crate::db::connect(&url)
+            .await
+            .map_err(|e| crate::db::with_login_hint(e, self.settings.database_url_source(flag)))
     }
 
     /// The handle on `model`, validated against the live catalog, with

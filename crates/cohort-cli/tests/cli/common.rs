@@ -32,6 +32,21 @@ pub(crate) const SETTINGS_VARS: &[&str] = &[
     "COHORT_LOG",
 ];
 
+/// libpq's variables, which name a database when nothing else does: removed
+/// too, so a test sees only what it sets.
+pub(crate) const PG_VARS: &[&str] = &[
+    "PGHOST",
+    "PGHOSTADDR",
+    "PGPORT",
+    "PGUSER",
+    "PGPASSWORD",
+    "PGPASSFILE",
+    "PGDATABASE",
+    "PGSERVICE",
+    "PGSSLMODE",
+    "PGOPTIONS",
+];
+
 /// The sample application's tables (the demo's).
 pub(crate) const SAMPLE_TABLES: &str = include_str!("../../src/sample_tables.sql");
 
@@ -88,7 +103,7 @@ impl Drop for Project {
 pub(crate) fn command_in(dir: &Path, database_url: Option<&str>, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cohort"));
     c.current_dir(dir).args(args).stdin(Stdio::null());
-    for v in SETTINGS_VARS {
+    for v in SETTINGS_VARS.iter().chain(PG_VARS) {
         c.env_remove(v);
     }
     match database_url {

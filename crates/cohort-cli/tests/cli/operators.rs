@@ -206,3 +206,44 @@ async fn a_scope_is_asked_for_by_name_and_tenantless_is_the_default_of_a_single_
         stdout(&out)
     );
 }
+
+#[tokio::test]
+async fn the_pg_variables_alone_name_the_database_as_for_psql() {
+    let p = Project::new().await;
+    p.sample().await;
+    let options = p.db.options();
+    let mut c = command_in(&p.dir, None, &["schema", "check"]);
+    c.env("PGHOST", options.get_host())
+        .env("PGPORT", options.get_port().to_string())
+        .env("PGUSER", options.get_username())
+        .env("PGDATABASE", options.get_database().expect("a database"));
+    assert_success(&run(c));
+    // A service file is not read: said so, rather than another database tried.
+    let mut c = command_in(&p.dir, None, &["schema", "check"]);
+    c.env("PGSERVICE", "app");
+    let out = run(c);
+    assert_code(&out, 2);
+    assert!(stderr(&out).contains("PGSERVICE"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn a_refused_login_says_where_the_credentials_came_from() {
+    let p = Project::new().await;
+    p.sample().await;
+    let options = p.db.options();
+    let url = format!(
+        "postgres://no_such_role_{}:not-the-password@{}:{}/{}",
+        std::process::id(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("a database")
+    );
+    let out = run(command_in(&p.dir, Some(&url), &["schema", "check"]));
+    assert_code(&out, 1);
+    let err = stderr(&out);
+    assert!(err.contains("came from DATABASE_URL"), "{err}");
+    assert!(
+        !err.contains("not-the-password"),
+        "the password is never shown: {err}"
+    );
+}
