@@ -414,6 +414,9 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
         ]);
     }
     output::line(t.to_string())?;
+    if r.status == "Cancelled" {
+        output::line(format!("  {}", super::sweep::CANCELLED_SKIPPED))?;
+    }
     output::line(format!("  per-row audit records: {}", s.row_details))?;
     if !s.rows.is_empty() {
         let mut t = output::table(&["table", "record", "tenant", "action", "at"]);

@@ -215,6 +215,10 @@ pub(crate) fn run_json(r: &RunResult, model: &Model) -> RunJson {
     }
 }
 
+/// What `skipped` means in a cancelled run's table.
+pub(crate) const CANCELLED_SKIPPED: &str = "the run was cancelled: `skipped` also counts the rows it had not reached yet \
+     (the next sweep takes them)";
+
 /// A run's result as a table.
 pub(crate) fn print_run(json: &RunJson) -> CliResult {
     let dry = if json.dry_run {
@@ -255,6 +259,9 @@ pub(crate) fn print_run(json: &RunJson) -> CliResult {
         ]);
     }
     output::line(t.to_string())?;
+    if json.status == "Cancelled" {
+        output::line(CANCELLED_SKIPPED)?;
+    }
     for x in &json.exempt {
         output::line(format!("exempt: {} ({})", x.entity, x.reason))?;
     }

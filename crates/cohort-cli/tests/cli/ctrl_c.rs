@@ -151,6 +151,8 @@ async fn ctrl_c_cancels_the_sweep_cleanly_and_the_ledger_says_cancelled() {
     assert!(err.contains("settled: Cancelled"), "{err}");
     let text = stdout(&out);
     assert!(text.contains(": Cancelled"), "{text}");
+    // `skipped` then also counts the rows the run had not reached: said so.
+    assert!(text.contains("had not reached yet"), "{text}");
 }
 
 // contract: K4
