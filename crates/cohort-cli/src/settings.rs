@@ -250,14 +250,62 @@ pub(crate) fn load(config: Option<&Path>) -> CliResult<Settings> {
             // Keys are matched without regard to case; figment lowercases them.
             .lowercase(true),
     );
+    let text = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok());
     let settings: Settings = figment.extract().map_err(|e| {
         let mut lines = Vec::new();
         for err in e {
-            lines.push(redact_figment_error(&err.to_string()));
+            lines.push(match unknown_key(&err, file.as_deref(), text.as_deref()) {
+                Some(said) => said,
+                None => redact_figment_error(&err.to_string()),
+            });
         }
         CliError::Settings(lines.join("; "))
     })?;
     Ok(settings)
+}
+
+/// An unknown key, as the model file's diagnostics say it: the file and
+/// line, the key's path, and the nearest known key.
+fn unknown_key(err: &figment::Error, file: Option<&Path>, text: Option<&str>) -> Option<String> {
+    let figment::error::Kind::UnknownField(found, expected) = &err.kind else {
+        return None;
+    };
+    let section: Vec<&str> = err
+        .path
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != "default")
+        .take_while(|p| p != found)
+        .collect();
+    let path = section
+        .iter()
+        .copied()
+        .chain(std::iter::once(found.as_str()))
+        .collect::<Vec<_>>()
+        .join(".");
+    let hint = crate::model::parse::reader::closest(found, expected)
+        .map(|k| format!("; did you mean `{k}`?"))
+        .unwrap_or_else(|| format!("; the keys here: {}", expected.join(", ")));
+    // The line: the key at the start of a line, inside its `[section]`.
+    let header = (!section.is_empty()).then(|| format!("[{}]", section.join(".")));
+    let line = text.and_then(|t| {
+        let mut inside = header.is_none();
+        t.lines().enumerate().find_map(|(n, l)| {
+            let l = l.trim_start();
+            if l.starts_with('[') {
+                inside = header.as_deref().is_some_and(|h| l.starts_with(h));
+                return None;
+            }
+            let key = l.split(['=', ' ', '\t']).next().unwrap_or("");
+            (inside && key == found).then_some(n + 1)
+        })
+    });
+    let place = match (file, line) {
+        (Some(f), Some(n)) => format!("{}:{n}: ", f.display()),
+        (Some(f), None) => format!("{}: ", f.display()),
+        (None, _) => "COHORT_* environment: ".to_owned(),
+    };
+    Some(format!("{place}{path}: unknown key `{found}`{hint}"))
 }
 
 /// Figment's messages may quote the offending value: never a URL's password

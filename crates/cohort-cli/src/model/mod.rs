@@ -7,7 +7,7 @@
 //! preview, sweep, holds, erasure and the ledger are the library's own.
 
 pub(crate) mod build;
-mod parse;
+pub(crate) mod parse;
 pub(crate) mod period;
 #[cfg(test)]
 mod properties;

@@ -247,3 +247,33 @@ async fn a_refused_login_says_where_the_credentials_came_from() {
         "the password is never shown: {err}"
     );
 }
+
+#[tokio::test]
+async fn a_typo_in_the_settings_file_is_answered_with_its_line_and_the_key_meant() {
+    let p = Project::new().await;
+    p.write(
+        "cohort.toml",
+        "# settings\nbatch_sise = 10\n\n[worker]\nshedule = \"0 3 * * *\"\n",
+    );
+    let out = p.cohort(&["schema", "sql"]);
+    assert_ne!(code(&out), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "cohort.toml:2: batch_sise: unknown key `batch_sise`; did you mean `batch_size`?"
+        ),
+        "{err}"
+    );
+    // Serde stops at the first unknown key; fixed, the next is named.
+    p.write(
+        "cohort.toml",
+        "# settings\nbatch_size = 10\n\n[worker]\nshedule = \"0 3 * * *\"\n",
+    );
+    let err = stderr(&p.cohort(&["schema", "sql"]));
+    assert!(
+        err.contains(
+            "cohort.toml:5: worker.shedule: unknown key `shedule`; did you mean `schedule`?"
+        ),
+        "{err}"
+    );
+}

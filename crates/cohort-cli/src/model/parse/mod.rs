@@ -13,7 +13,7 @@
 
 mod categories;
 mod entities;
-mod reader;
+pub(crate) mod reader;
 
 use std::collections::HashMap;
 use std::ops::Range;

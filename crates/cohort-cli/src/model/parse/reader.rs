@@ -271,7 +271,7 @@ pub(super) fn join(path: &str, key: &str) -> String {
 }
 
 /// The allowed key closest to a mistyped one, if it is close.
-pub(super) fn closest<'a>(name: &str, allowed: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, allowed: &[&'a str]) -> Option<&'a str> {
     allowed
         .iter()
         .map(|a| (distance(name, a), *a))
