@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::Ctx;
 use crate::cli::ValidateArgs;
 use crate::error::{CliError, CliResult};
-use crate::model::Diagnostic;
+use crate::model::{Diagnostic, Model};
 use crate::output;
 
 /// `validate --json`.
@@ -36,11 +36,13 @@ struct ValidateJson {
     exempt: usize,
 }
 
-/// A problem the library reported.
+/// A problem the library reported, in the model file's words.
 #[derive(Debug, Serialize)]
 struct ProblemJson {
     /// The table's name in the model, when the problem is about one.
     entity: Option<String>,
+    /// The line of that table's `[[entity]]` in the model file.
+    line: Option<usize>,
     /// The table, schema-qualified.
     table: Option<String>,
     /// The column.
@@ -53,15 +55,110 @@ struct ProblemJson {
     fix: String,
 }
 
-fn problem(p: &cohort::ValidationProblem) -> ProblemJson {
+fn problem(p: &cohort::ValidationProblem, model: &Model) -> ProblemJson {
     ProblemJson {
         entity: p.type_name.clone(),
+        line: p
+            .type_name
+            .as_deref()
+            .and_then(|n| model.entity(n))
+            .map(|e| e.line),
         table: p.table.clone(),
         column: p.column.clone(),
         option: p.option.map(str::to_owned),
-        problem: p.problem.clone(),
-        fix: p.fix.clone(),
+        problem: in_model_words(&p.problem),
+        fix: in_model_words(&p.fix),
     }
+}
+
+/// The library speaks of Rust fields and `#[cohort(...)]` attributes; the
+/// model file has columns and keys.
+fn in_model_words(text: &str) -> String {
+    let mut t = text.to_owned();
+    for (derive, file) in [
+        ("#[cohort(record_id)]", "record_id = \"<column>\""),
+        ("#[cohort(tenant)]", "tenant = \"<column>\""),
+        ("#[cohort(soft_delete)]", "soft_delete = \"<column>\""),
+        ("#[cohort(deleted_at)]", "deleted_at = \"<column>\""),
+        ("#[cohort(anonymised_at)]", "anonymised_at = \"<column>\""),
+        ("#[cohort(tenantless)]", "tenantless = true"),
+        (
+            "#[cohort(erasure_subject)]",
+            "erasure_subjects = [\"<column>\"]",
+        ),
+        (
+            "#[cohort(table = \"...\", schema = \"...\")]",
+            "table = \"...\" and schema = \"...\" of the model entry",
+        ),
+        ("#[cohort(guard)]", "guard = true"),
+        ("#[cohort(guard_allow)]", "guard_allow = [\"<column>\"]"),
+        ("options.conventions.", "cohort.toml's [conventions] "),
+        (
+            "options.default_table_schema",
+            "default_table_schema in cohort.toml",
+        ),
+    ] {
+        t = t.replace(derive, file);
+    }
+    // Fields are the model file's columns.
+    t = t
+        .replace(" fields ", " columns ")
+        .replace(" field ", " column ")
+        .replace("the type has", "the table has")
+        .replace("The type has", "The table has");
+    t
+}
+
+/// The live-catalog problems, in the model file's words and without the
+/// problems that follow from a missing table (a table that does not exist
+/// has no record id, no anchor, ...): for such a table only the missing
+/// table is said, with the nearest existing name.
+fn model_problems(
+    report: &[cohort::ValidationProblem],
+    model: &Model,
+    tables: &[String],
+) -> Vec<ProblemJson> {
+    let missing: Vec<&str> = report
+        .iter()
+        .filter(|p| p.column.is_none() && p.problem.contains("does not exist"))
+        .filter_map(|p| p.type_name.as_deref())
+        .collect();
+    report
+        .iter()
+        .filter(|p| {
+            !p.type_name.as_deref().is_some_and(|n| {
+                missing.contains(&n)
+                    && !(p.column.is_none() && p.problem.contains("does not exist"))
+            })
+        })
+        .map(|p| {
+            let mut j = problem(p, model);
+            if p.problem.contains("does not exist")
+                && let Some(table) = &p.table
+            {
+                let known: Vec<&str> = tables.iter().map(String::as_str).collect();
+                if let Some(near) = crate::model::parse::reader::closest(table, &known) {
+                    j.fix = format!("did you mean {near}? {}", j.fix);
+                }
+            }
+            j
+        })
+        .collect()
+}
+
+/// Every ordinary and partitioned table of the database, `schema.name`.
+async fn catalog_tables(pool: &sqlx::PgPool) -> CliResult<Vec<String>> {
+    let mut tx = pool.begin().await?;
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT n.nspname::pg_catalog.text OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) c.relname::pg_catalog.text \
+         FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+         WHERE c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'p']::pg_catalog.\"char\"[]) \
+           AND n.nspname OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog', 'information_schema']::pg_catalog.name[])",
+    )
+    .persistent(false)
+    .fetch_all(&mut *tx)
+    .await?;
+    Ok(names)
 }
 
 /// `validate`.
@@ -85,9 +182,12 @@ pub(crate) async fn run(ctx: &Ctx, args: &ValidateArgs) -> CliResult {
             let pool = ctx.pool().await?;
             out.database_checked = true;
             match ctx.cohort(&pool, m, None).await {
-                Ok(cohort) => out.warnings = cohort.warnings().iter().map(problem).collect(),
+                Ok(cohort) => {
+                    out.warnings = cohort.warnings().iter().map(|w| problem(w, m)).collect();
+                }
                 Err(CliError::Cohort(cohort::Error::Validation(report))) => {
-                    out.problems = report.problems.iter().map(problem).collect();
+                    let tables = catalog_tables(&pool).await?;
+                    out.problems = model_problems(&report.problems, m, &tables);
                     out.readiness = report.readiness.iter().map(ToString::to_string).collect();
                 }
                 Err(e) => return Err(e),
@@ -132,9 +232,13 @@ fn print(out: &ValidateJson) -> CliResult {
         ))?;
         let mut t = output::table(&["table", "column", "problem", "fix"]);
         for p in &out.problems {
+            let at = p
+                .line
+                .map(|l| format!("{}:{l}: ", out.file))
+                .unwrap_or_default();
             let table = match (&p.entity, &p.table, &p.option) {
-                (Some(e), Some(t), _) => format!("{e} ({t})"),
-                (Some(e), None, _) => e.clone(),
+                (Some(e), Some(t), _) => format!("{at}{e} ({t})"),
+                (Some(e), None, _) => format!("{at}{e}"),
                 (None, Some(t), _) => t.clone(),
                 (None, None, Some(o)) => format!("setting {o}"),
                 (None, None, None) => "-".to_owned(),

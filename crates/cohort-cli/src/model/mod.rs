@@ -120,6 +120,8 @@ impl Model {
 /// A retained table.
 #[derive(Debug, Clone)]
 pub(crate) struct Entity {
+    /// The 1-based line of its `[[entity]]` in the model file.
+    pub(crate) line: usize,
     /// Its name in reports and the ledger (`entity_type`); default: the table.
     pub(crate) name: String,
     /// The stable retained-entity id.

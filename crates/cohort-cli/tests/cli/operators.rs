@@ -277,3 +277,45 @@ async fn a_typo_in_the_settings_file_is_answered_with_its_line_and_the_key_meant
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn validate_speaks_the_model_files_language_and_drops_what_follows_from_a_missing_table() {
+    let p = Project::new().await;
+    p.sample().await;
+    p.db.exec("CREATE TABLE public.keyless (code text, made_at timestamptz NOT NULL, tenant_id uuid NOT NULL);")
+        .await;
+    let model = std::fs::read_to_string(p.dir.join("cohort-model.toml")).expect("model");
+    let model = model.replacen("table = \"sessions\"", "table = \"sesions\"", 1)
+        + "\n[[entity]]\nid = \"5a1e0b9c-0d2e-4f3a-8b4c-6d7e8f9a0b1c\"\ntable = \"keyless\"\ncategory = \"sessions\"\nanchor = \"made_at\"\n";
+    p.write("cohort-model.toml", &model);
+    let out = p.cohort(&["validate"]);
+    assert_code(&out, 3);
+    let text = stdout(&out);
+    // The misspelt table: its line, the name it is closest to, and nothing
+    // that only follows from its absence.
+    let line = model
+        .lines()
+        .position(|l| l.contains("table = \"sesions\""))
+        .expect("the line");
+    let entry = model
+        .lines()
+        .take(line)
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("[[entity]]"))
+        .last()
+        .map(|(i, _)| i + 1)
+        .expect("its entry");
+    assert!(
+        text.contains(&format!("cohort-model.toml:{entry}: sessions")),
+        "{text}"
+    );
+    assert!(text.contains("did you mean public.sessions?"), "{text}");
+    let sessions_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("public.sesions"))
+        .collect();
+    assert_eq!(sessions_lines.len(), 1, "{text}");
+    // The keyless table: the fix names the model file's key, not the derive's.
+    assert!(text.contains("record_id = \"<column>\""), "{text}");
+    assert!(!text.contains("#[cohort("), "{text}");
+}

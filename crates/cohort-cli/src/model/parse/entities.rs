@@ -172,7 +172,9 @@ pub(super) fn entity(
     }
 
     let table = table?;
+    let (line, _) = p.position(span.start);
     Some(Entity {
+        line,
         name: name.map_or_else(|| table.value.clone(), |n| n.value),
         id: id?,
         table: table.value,
