@@ -88,6 +88,10 @@ pub(crate) enum Command {
         "  cohort preview --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21\n  cohort preview --tenantless --now 2026-01-01T00:00:00Z --json"
     ))]
     Preview(ScopeArgs),
+    /// The retention backlog: rows past their cutoff still there, how far
+    /// past, and why. Exit 3 when --max-overdue-days is exceeded.
+    #[command(after_help = after("  cohort status --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21\n  cohort status --tenantless --max-overdue-days 2 --json"))]
+    Status(StatusArgs),
     /// Apply each category's rule to the rows old enough, in committed batches.
     #[command(after_help = after(
         "  cohort sweep --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21\n  cohort sweep --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 --dry-run\n\nProgress per table (rows done, rows/s) on a terminal, log lines otherwise.\nCtrl-C stops after the current batch (the run ends Cancelled); a second Ctrl-C exits at once."
@@ -214,6 +218,18 @@ pub(crate) struct SweepArgs {
     /// ROWS rows in (the table's owner may; other roles get a report).
     #[arg(long, value_name = "ROWS")]
     pub(crate) vacuum: Option<u64>,
+}
+
+/// `status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Which rows.
+    #[command(flatten)]
+    pub(crate) scope: ScopeArgs,
+    /// Exit 3 when a row has been past its cutoff for longer than this
+    /// many days (a gate for deploys, or a page).
+    #[arg(long, value_name = "DAYS")]
+    pub(crate) max_overdue_days: Option<u32>,
 }
 
 /// `erase`.

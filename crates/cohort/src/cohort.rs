@@ -115,6 +115,29 @@ impl Cohort {
         self.inner.run_preview(scope, normalise(&now)?).await
     }
 
+    /// The retention backlog of `scope` at `now` (contract OB2): per
+    /// retained type, the rows past their cutoff that are still there, the
+    /// oldest one's anchor, and why they are there (never swept, the last
+    /// sweep failed, rows locked or not reached, or due since the last
+    /// sweep), and the held rows apart. One counting statement and one
+    /// ledger read per type; changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(cohort: cohort::Cohort, scope: cohort::Scope) -> Result<(), cohort::Error> {
+    /// let backlog = cohort.backlog(&scope, chrono::Utc::now()).await?;
+    /// if backlog.max_overdue_by() > Some(chrono::TimeDelta::days(2)) {
+    ///     eprintln!("retention is {} rows behind", backlog.overdue());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn backlog<Tz: TimeZone>(
+        &self,
+        scope: &Scope,
+        now: DateTime<Tz>,
+    ) -> Result<crate::run::Backlog, Error> {
+        self.inner.run_backlog(scope, normalise(&now)?).await
+    }
+
     /// Sweeps the rows of `scope` that are old enough at `now`, applying
     /// each category's rule, and returns what it did. The run is audited as
     /// `Manual`.

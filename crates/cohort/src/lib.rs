@@ -38,9 +38,9 @@ pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
 pub use run::{
-    EntityFailure, ErasureRequest, ExemptType, MAX_SUBJECT_BYTES, PartitionDecision, PartitionPlan,
-    Preview, PreviewEntry, RunResult, Subject, SweepOptions, SweepReason, TableMaintenance,
-    VacuumOptions, VacuumOutcome,
+    Backlog, BacklogEntry, BacklogReason, EntityFailure, ErasureRequest, ExemptType,
+    MAX_SUBJECT_BYTES, PartitionDecision, PartitionPlan, Preview, PreviewEntry, RunResult, Subject,
+    SweepOptions, SweepReason, TableMaintenance, VacuumOptions, VacuumOutcome,
 };
 pub use sql::ident::IdentProblem;
 /// The cancellation token [`SweepOptions::cancel_on`] and

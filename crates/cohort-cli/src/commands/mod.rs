@@ -10,6 +10,7 @@ mod rows;
 mod runs;
 mod schedule;
 mod schema;
+mod status;
 mod sweep;
 mod validate;
 mod worker;
@@ -167,6 +168,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         Command::Schema(cmd) => schema::run(&ctx, &cmd).await,
         Command::Validate(args) => validate::run(&ctx, &args).await,
         Command::Preview(args) => sweep::preview(&ctx, &args).await,
+        Command::Status(args) => status::run(&ctx, &args).await,
         Command::Sweep(args) => sweep::sweep(&ctx, &args).await,
         Command::Erase(args) => sweep::erase(&ctx, &args).await,
         Command::Holds(cmd) => holds::run(&ctx, &cmd).await,

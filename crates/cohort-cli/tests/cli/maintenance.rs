@@ -39,3 +39,59 @@ async fn sweep_vacuum_vacuums_the_tables_the_sweep_changed_and_says_so() {
     let text = p.cohort(&["sweep", "--tenant", TENANT, "--now", NOW, "--vacuum", "1"]);
     assert_success(&text);
 }
+
+// contract: OB2
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_the_backlog_and_fails_past_the_threshold() {
+    let p = Project::new().await;
+    p.sample().await;
+    p.db.exec(&format!(
+        "INSERT INTO sessions (id, tenant_id, user_id, ip, user_agent, created_at) \
+         SELECT gen_random_uuid(), '{TENANT}', gen_random_uuid(), '10.0.0.1', 'x', \
+                '2029-10-01T00:00:00Z'::timestamptz + g * interval '1 day' FROM generate_series(1, 6) g;"
+    ))
+    .await;
+    let out = p.cohort(&["status", "--tenant", TENANT, "--now", NOW, "--json"]);
+    assert_success(&out);
+    let status = json(&out);
+    let sessions = status["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["entity"] == "sessions")
+        .expect("sessions");
+    // 30-day period at 2030-01-01: created 2029-10-02..07, all past the cutoff.
+    assert_eq!(sessions["overdue"], 6, "{status}");
+    assert_eq!(sessions["reason"], "never_swept", "{status}");
+    assert_eq!(
+        sessions["oldest_overdue"], "2029-10-02T00:00:00.000000Z",
+        "{status}"
+    );
+    // 2029-10-02 is 61 days before the cutoff 2029-12-02.
+    assert_eq!(sessions["overdue_days"], 61.0, "{status}");
+    let out = p.cohort(&[
+        "status",
+        "--tenant",
+        TENANT,
+        "--now",
+        NOW,
+        "--max-overdue-days",
+        "30",
+    ]);
+    assert_code(&out, 3);
+    assert!(stdout(&out).contains("never_swept"), "{}", stdout(&out));
+
+    assert_success(&p.cohort(&["sweep", "--tenant", TENANT, "--now", NOW]));
+    let out = p.cohort(&[
+        "status",
+        "--tenant",
+        TENANT,
+        "--now",
+        NOW,
+        "--max-overdue-days",
+        "30",
+        "--json",
+    ]);
+    assert_success(&out);
+    assert_eq!(json(&out)["overdue"], 0, "{}", stdout(&out));
+}

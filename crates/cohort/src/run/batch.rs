@@ -4,6 +4,7 @@
 //! `(tableoid, ctid)`); see `statements.rs` and `docs/design.md`. Memory and
 //! bind parameters are bounded by the batch size.
 
+use chrono::{DateTime, Utc};
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
@@ -51,6 +52,10 @@ pub(crate) struct Counts {
     pub(crate) held: u64,
     pub(crate) null_anchor: u64,
     pub(crate) legal_minimum: u64,
+    /// The oldest anchor of the eligible rows (past the cutoff, not held).
+    pub(crate) oldest_eligible: Option<DateTime<Utc>>,
+    /// The oldest anchor of the held rows past the cutoff.
+    pub(crate) oldest_held: Option<DateTime<Utc>>,
 }
 
 /// The values an entity's statements bind, for the whole loop.
@@ -196,6 +201,8 @@ pub(crate) async fn measure(
         held: count(row.try_get("held")?),
         null_anchor: count(row.try_get("null_anchor")?),
         legal_minimum: count(row.try_get("legal_minimum")?),
+        oldest_eligible: row.try_get("oldest_eligible")?,
+        oldest_held: row.try_get("oldest_held")?,
     })
 }
 

@@ -1,5 +1,6 @@
 //! Preview and sweep (erasure shares the same execution model).
 
+mod backlog;
 mod batch;
 mod erasure;
 mod execute;
@@ -17,6 +18,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub use backlog::{Backlog, BacklogEntry, BacklogReason};
 pub use erasure::{ErasureRequest, MAX_SUBJECT_BYTES, Subject};
 pub use maintenance::{TableMaintenance, VacuumOptions, VacuumOutcome};
 pub use partitions::{PartitionDecision, PartitionPlan, SweepReason};

@@ -479,9 +479,12 @@ impl Parts<'_> {
             "SELECT pg_catalog.count(*) OPERATOR(pg_catalog.-) pg_catalog.count(h.record_id) AS eligible, \
                     pg_catalog.count(h.record_id) AS held, \
                     {null_anchor} AS null_anchor, \
-                    {legal_minimum} AS legal_minimum \
+                    {legal_minimum} AS legal_minimum, \
+                    pg_catalog.min(t.{anchor}) FILTER (WHERE h.record_id IS NULL) AS oldest_eligible, \
+                    pg_catalog.min(t.{anchor}) FILTER (WHERE h.record_id IS NOT NULL) AS oldest_held \
              FROM {table} AS t {held} WHERE {eligible}",
-            table = e.table
+            table = e.table,
+            anchor = e.anchor.name,
         );
         b.finish(text)
     }
