@@ -51,13 +51,14 @@ pub struct BacklogEntry {
     pub cutoff: Option<DateTime<Utc>>,
     /// Rows past the cutoff, not held, still to change.
     pub overdue: u64,
-    /// The oldest anchor among them.
+    /// The oldest finite anchor among them (rows anchored at `-infinity`
+    /// are counted in `overdue` but have no date to show).
     pub oldest_overdue: Option<DateTime<Utc>>,
     /// Why they are still there (`None` when there are none).
     pub reason: Option<BacklogReason>,
     /// Rows past the cutoff kept by an active hold.
     pub held: u64,
-    /// The oldest anchor among those.
+    /// The oldest finite anchor among those.
     pub oldest_held: Option<DateTime<Utc>>,
     /// The latest real sweep of the type in this scope, and when it started.
     pub last_sweep: Option<(Uuid, DateTime<Utc>)>,

@@ -472,6 +472,8 @@ impl Parts<'_> {
             }
             _ => "0::pg_catalog.int8".to_owned(),
         };
+        // The oldest anchors are finite ones (`-infinity` rows are counted
+        // but have no date to show; a client cannot decode infinity).
         // Held rows through one join to the distinct active holds of the
         // type (a hash join), not a correlated EXISTS per row: the count
         // runs at the raw count's speed (docs/performance.md).
@@ -480,8 +482,10 @@ impl Parts<'_> {
                     pg_catalog.count(h.record_id) AS held, \
                     {null_anchor} AS null_anchor, \
                     {legal_minimum} AS legal_minimum, \
-                    pg_catalog.min(t.{anchor}) FILTER (WHERE h.record_id IS NULL) AS oldest_eligible, \
-                    pg_catalog.min(t.{anchor}) FILTER (WHERE h.record_id IS NOT NULL) AS oldest_held \
+                    pg_catalog.min(t.{anchor}) FILTER (WHERE h.record_id IS NULL \
+                        AND pg_catalog.isfinite(t.{anchor})) AS oldest_eligible, \
+                    pg_catalog.min(t.{anchor}) FILTER (WHERE h.record_id IS NOT NULL \
+                        AND pg_catalog.isfinite(t.{anchor})) AS oldest_held \
              FROM {table} AS t {held} WHERE {eligible}",
             table = e.table,
             anchor = e.anchor.name,
