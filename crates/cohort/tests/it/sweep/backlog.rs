@@ -108,4 +108,11 @@ async fn the_backlog_counts_overdue_rows_and_says_why_they_are_still_there() {
         (e.overdue, e.reason),
         (1, Some(BacklogReason::LastSweepFailed))
     );
+
+    // A row anchored at -infinity is overdue but has no date to show.
+    let oldest_finite = e.oldest_overdue;
+    crate::support::fixtures::note_at(&db, tenant_a(), "-infinity").await;
+    let e = entry(&cohort).await;
+    assert_eq!(e.overdue, 2);
+    assert_eq!(e.oldest_overdue, oldest_finite);
 }
