@@ -18,7 +18,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::handlers::registry::Registered;
 use crate::handlers::{RowHandler, RowHandlerOptions};
-use crate::holds::{Deletion, Holds};
+use crate::holds::{Deletion, Holds, Matters};
 use crate::ledger::{AuditObserver, Trigger};
 use crate::model::{AnonymiserFn, EntityDescriptor, Retained};
 use crate::policy::{RuleProvider, Scope};
@@ -196,6 +196,13 @@ impl Cohort {
     /// The legal-holds repository: create, remove, list and prune holds.
     pub fn holds(&self) -> Holds<'_> {
         Holds::new(&self.inner)
+    }
+
+    /// Matter holds: put a whole scope (a data subject, or a retained type
+    /// in a tenant, optionally within an anchor window) on hold, including
+    /// rows written later; list, report, extend and release them.
+    pub fn matters(&self) -> Matters<'_> {
+        Matters::new(&self.inner)
     }
 
     /// The host-deletion service: the host's own deletes, refused when an

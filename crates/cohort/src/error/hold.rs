@@ -145,6 +145,67 @@ pub enum HoldError {
         hold_id: Uuid,
     },
 
+    /// A matter needs a non-empty owner (who asked for it).
+    #[error("a matter needs a non-empty owner (who asked for it)")]
+    EmptyOwner,
+
+    /// The owner is longer than [`MAX_REASON_BYTES`] or contains NUL.
+    #[error("a matter's owner must be at most {MAX_REASON_BYTES} bytes of text without NUL")]
+    InvalidOwner,
+
+    /// A subject matter's subject is empty, longer than 1,024 bytes or
+    /// contains NUL.
+    #[error("a matter's subject must be 1 to 1024 bytes of text without NUL")]
+    InvalidMatterSubject,
+
+    /// A matter's anchor window ends before it starts.
+    #[error("a matter's anchor window ends ({to}) before it starts ({from})")]
+    WindowEndsBeforeStart {
+        /// The window's start.
+        from: DateTime<Utc>,
+        /// Its end.
+        to: DateTime<Utc>,
+    },
+
+    /// A subject matter names no retained type (an empty list), or none of
+    /// the types it covers has an erasure-subject column, so it could
+    /// protect nothing.
+    #[error(
+        "no retained type of this matter has an erasure-subject column, so the subject matches nothing"
+    )]
+    NoSubjectColumn,
+
+    /// A matter with this id already exists.
+    #[error("a matter with id {matter_id} already exists")]
+    DuplicateMatterId {
+        /// The id given.
+        matter_id: Uuid,
+    },
+
+    /// No matter has this id.
+    #[error("no matter has id {matter_id}")]
+    NoSuchMatter {
+        /// The id given.
+        matter_id: Uuid,
+    },
+
+    /// The matter was released; it cannot change any more.
+    #[error("matter {matter_id} is released; create another")]
+    MatterReleased {
+        /// The matter.
+        matter_id: Uuid,
+    },
+
+    /// An extension would end the matter earlier than it ends now: release
+    /// it instead.
+    #[error(
+        "matter {matter_id} ends later than that; extending cannot shorten it (release it instead)"
+    )]
+    ExpiryNotExtended {
+        /// The matter.
+        matter_id: Uuid,
+    },
+
     /// A host deletion named more targets than [`MAX_DELETION_TARGETS`](crate::holds::MAX_DELETION_TARGETS).
     #[error("a host deletion may name at most {max} targets; {count} were given")]
     TooManyTargets {

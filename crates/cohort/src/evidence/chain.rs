@@ -32,6 +32,9 @@ pub enum ChainTable {
     RowDetail,
     /// `retention_holds`: each retained entity's hold chain.
     Hold,
+    /// `retention_matter_events`: the install's chain of matter events
+    /// (and `retention_matters`, whose rows must agree with their last event).
+    Matter,
 }
 
 impl ChainTable {
@@ -42,6 +45,7 @@ impl ChainTable {
             ChainTable::Summary => "sweep_run_entity_summary",
             ChainTable::RowDetail => "sweep_run_row_detail",
             ChainTable::Hold => "retention_holds",
+            ChainTable::Matter => "retention_matter_events",
         }
     }
 }
@@ -137,7 +141,12 @@ impl fmt::Display for ChainProblem {
             ),
             ProblemKind::DeletedWhileActive => write!(
                 f,
-                "hold {}{at} in {chain} was deleted while it was active",
+                "{} {}{at} in {chain} was deleted while it was active",
+                if self.table == ChainTable::Matter {
+                    "matter"
+                } else {
+                    "hold"
+                },
                 self.row
             ),
         }
@@ -184,6 +193,8 @@ pub struct VerifyReport {
     pub hold_links: u64,
     /// Superseded removal links (a removal brought forward) accounted for.
     pub superseded: u64,
+    /// Matter events (creations, changes, releases) checked.
+    pub matter_links: u64,
     /// The run chain's head: the install's chain head.
     pub head: Option<ChainHead>,
     /// Every row or gap that fails. Empty when the chain is intact.
@@ -214,13 +225,14 @@ impl fmt::Display for VerifyReport {
         writeln!(
             f,
             "evidence chain of schema {:?}: {verdict} ({} runs sealed, {} in progress, {} summaries, \
-             {} row details, {} hold links, {} pruned)",
+             {} row details, {} hold links, {} matter links, {} pruned)",
             self.schema.as_str(),
             self.runs,
             self.runs_in_progress,
             self.summaries,
             self.details,
             self.hold_links,
+            self.matter_links,
             self.pruned.len()
         )?;
         if let Some(head) = &self.head {
@@ -284,6 +296,7 @@ pub async fn verify(conn: &mut PgConnection, schema: &SchemaName) -> Result<Veri
         details: 0,
         hold_links: 0,
         superseded: 0,
+        matter_links: 0,
         head: None,
         problems: Vec::new(),
         pruned: Vec::new(),
@@ -300,6 +313,7 @@ pub async fn verify(conn: &mut PgConnection, schema: &SchemaName) -> Result<Veri
     verify_run_chains(&mut tx, schema, &seals, ChainTable::Summary, &mut report).await?;
     verify_run_chains(&mut tx, schema, &seals, ChainTable::RowDetail, &mut report).await?;
     verify_holds(&mut tx, schema, &mut report).await?;
+    verify_matters(&mut tx, schema, &mut report).await?;
     tx.commit().await?;
     Ok(report)
 }
@@ -768,6 +782,106 @@ async fn verify_holds(
     drop(rows);
     if let Some((done, mut walk)) = current.take() {
         finish_entity(done, &mut walk, &bridges, report);
+    }
+    Ok(())
+}
+
+/// The install's chain of matter events, and every matter against its
+/// last event: a matter row changed without an event (the trigger off, or
+/// a rewrite) is named as changed, one with no event as unchained, and an
+/// event whose matter row is gone while it still protected as deleted.
+async fn verify_matters(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+    report: &mut VerifyReport,
+) -> Result<(), Error> {
+    let events = schema.table("retention_matter_events");
+    let matters = schema.table("retention_matters");
+    let canon = canonical_bytes_sql(LinkKind::Matter, &|c| format!("e.{c}"));
+    let sql = format!(
+        "SELECT e.chain_seq AS seq, e.chain_prev AS prev, e.chain_hash AS hash, e.matter_id, \
+                {canon} AS canon \
+         FROM {events} AS e ORDER BY e.chain_seq"
+    );
+    let mut walk = Walk::new();
+    let mut rows = crate::sql::query(AssertSqlSafe(sql)).fetch(&mut *conn);
+    while let Some(row) = rows.try_next().await? {
+        report.matter_links += 1;
+        let matter: Uuid = row.try_get("matter_id")?;
+        let link = Link {
+            seq: row.try_get("seq")?,
+            prev: row.try_get("prev")?,
+            hash: row.try_get("hash")?,
+            canon: row.try_get("canon")?,
+        };
+        for (kind, at) in walk.step(&link, &mut |_| None) {
+            report.problems.push(ChainProblem {
+                table: ChainTable::Matter,
+                row: matter.to_string(),
+                run_id: None,
+                entity_id: None,
+                seq: at,
+                kind,
+            });
+        }
+    }
+    drop(rows);
+    // Each matter as stored against its last event; and last events whose
+    // matter is gone.
+    let same = [
+        "tenant_id",
+        "scope_kind",
+        "subject",
+        "retained_entity_id",
+        "anchor_from",
+        "anchor_to",
+        "reason",
+        "owner",
+        "created_at",
+        "expires_at",
+        "released_at",
+    ]
+    .iter()
+    .map(|c| format!("m.{c} IS NOT DISTINCT FROM e.{c}"))
+    .collect::<Vec<_>>()
+    .join(" AND ");
+    let sql = format!(
+        "SELECT COALESCE(m.matter_id, e.matter_id) AS matter_id, e.chain_seq AS seq, \
+                m.matter_id IS NOT NULL AS stored, \
+                (e.matter_id IS NOT NULL AND {same} \
+                 AND pg_catalog.array_to_string(m.entity_ids, ',') IS NOT DISTINCT FROM e.entity_ids) AS agrees, \
+                (e.event = 'Released' OR (e.expires_at IS NOT NULL \
+                 AND e.expires_at <= pg_catalog.statement_timestamp())) AS over \
+         FROM {matters} AS m \
+         FULL JOIN (SELECT DISTINCT ON (x.matter_id) x.* FROM {events} AS x \
+                    ORDER BY x.matter_id, x.chain_seq DESC) AS e ON e.matter_id = m.matter_id \
+         ORDER BY 1"
+    );
+    let rows = crate::sql::query(AssertSqlSafe(sql))
+        .fetch_all(&mut *conn)
+        .await?;
+    for row in rows {
+        let matter: Uuid = row.try_get("matter_id")?;
+        let seq: Option<i64> = row.try_get("seq")?;
+        let stored: bool = row.try_get("stored")?;
+        let agrees: Option<bool> = row.try_get("agrees")?;
+        let over: Option<bool> = row.try_get("over")?;
+        let kind = match (stored, seq) {
+            (true, None) => Some(ProblemKind::Unchained),
+            (true, Some(_)) if agrees != Some(true) => Some(ProblemKind::Changed),
+            (false, Some(_)) if over != Some(true) => Some(ProblemKind::DeletedWhileActive),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            report.problems.push(ChainProblem {
+                table: ChainTable::Matter,
+                row: matter.to_string(),
+                run_id: None,
+                entity_id: None,
+                seq,
+                kind,
+            });
+        }
     }
     Ok(())
 }

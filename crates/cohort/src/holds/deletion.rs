@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::MAX_DELETION_TARGETS;
 use super::key::{self, KeySql};
+use super::matter_set::{MatterSet, matter_held};
 use super::statements::HoldSql;
 use super::txn::{self, Open};
 use super::types::Target;
@@ -246,6 +247,21 @@ impl Deletion<'_> {
         .bind(&found)
         .fetch_all(&mut *conn)
         .await?;
+        // 5. Matters (contract MH1): each type's live matters, read after
+        //    the fences, tested on the locked rows themselves.
+        let mut held = held;
+        for positions in groups.values() {
+            let e = resolved[positions[0]];
+            let rids: Vec<String> = positions.iter().map(|&i| found[i].clone()).collect();
+            let tenants: Vec<Option<Uuid>> =
+                positions.iter().map(|&i| targets[i].tenant_id).collect();
+            for at in covered_by_matters(conn, &self.engine.schema, e, &rids, &tenants).await? {
+                if let Some(&i) = usize::try_from(at - 1).ok().and_then(|p| positions.get(p)) {
+                    held.push(i64::try_from(i + 1).unwrap_or(i64::MAX));
+                }
+            }
+        }
+        held.sort_unstable();
         let mut seen = HashSet::new();
         let mut out: Vec<Target> = Vec::new();
         for at in held {
@@ -257,6 +273,59 @@ impl Deletion<'_> {
         }
         Ok(out)
     }
+}
+
+/// The 1-based positions of the rows `rids` (canonical text) in `tenants`
+/// (one per row) of type `e` that a live matter covers. Each tenant's
+/// matters are read once.
+async fn covered_by_matters(
+    conn: &mut PgConnection,
+    schema: &crate::schema::SchemaName,
+    e: &ResolvedEntity,
+    rids: &[String],
+    tenants: &[Option<Uuid>],
+) -> Result<Vec<i64>, Error> {
+    let mut distinct: Vec<Option<Uuid>> = tenants.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut out = Vec::new();
+    for tenant in distinct {
+        let set = MatterSet::read_in(conn, schema, e, tenant, None, None).await?;
+        if set.matters == 0 {
+            continue;
+        }
+        let mut params = Vec::new();
+        let mut n = 3;
+        let predicate = matter_held(e, "t", "pg_catalog.statement_timestamp()", &mut |p| {
+            n += 1;
+            params.push(p);
+            format!("${n}")
+        });
+        let on_tenant = match &e.tenant {
+            Some(c) => format!(" AND t.{} = $3", c.name),
+            None => " AND $3::pg_catalog.uuid IS NULL".to_owned(),
+        };
+        let sql = format!(
+            "SELECT u.i FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), \
+                                        pg_catalog.unnest($2::pg_catalog.uuid[])) \
+                             WITH ORDINALITY AS u(r, tn, i) \
+             WHERE u.tn IS NOT DISTINCT FROM $3::pg_catalog.uuid \
+               AND EXISTS (SELECT 1 FROM {table} AS t \
+                           WHERE {key}{on_tenant} AND {predicate}) \
+             ORDER BY u.i",
+            table = e.table,
+            key = e.record_id.equals_text("t", "u.r"),
+        );
+        let mut q = crate::sql::query_scalar::<i64>(AssertSqlSafe(sql))
+            .bind(rids)
+            .bind(tenants)
+            .bind(tenant);
+        for p in params {
+            q = set.bind_scalar(q, p);
+        }
+        out.extend(q.fetch_all(&mut *conn).await?);
+    }
+    Ok(out)
 }
 
 /// The target index of a 1-based position `at` within a group's `positions`.

@@ -14,6 +14,8 @@
 
 mod deletion;
 mod key;
+pub(crate) mod matter_set;
+mod matters;
 mod repo;
 mod statements;
 mod txn;
@@ -26,6 +28,9 @@ pub use deletion::{Deletion, DeletionError, DeletionOutcome};
 /// The most targets one host deletion may name: they are locked and checked
 /// in one transaction, and memory grows with them.
 pub const MAX_DELETION_TARGETS: usize = crate::config::MAX_BATCH_SIZE as usize;
+pub use matters::{
+    Matter, MatterReport, MatterRequest, MatterScope, MatterTypeReport, Matters, Protection,
+};
 pub use repo::Holds;
 pub use types::{Hold, HoldFilter, HoldRequest, Target};
 

@@ -10,12 +10,11 @@ use super::key::{self, KeySql};
 use super::statements::HoldSql;
 use super::txn::{self, Open};
 use super::types::{Hold, HoldFilter, HoldRequest, Target};
-use super::validate;
+use super::validate::{self, pg_time};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::error::hold::HoldError;
 use crate::model::resolved::ResolvedEntity;
-use crate::sql::timestamp::to_pg_precision;
 use crate::sql::{AssertSqlSafe, PgTime, Pinned};
 
 /// The longest inactive-hold retention [`Holds::prune`] computes with; longer
@@ -263,21 +262,15 @@ impl Holds<'_> {
         target: &Target,
         as_of: DateTime<Utc>,
     ) -> Result<bool, Error> {
-        let key = KeySql::of(e);
-        crate::sql::query(AssertSqlSafe(key.canonicalise_one()))
-            .bind(&target.record_id)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|err| key::malformed_or(err, key.entity_id()))?;
-        let held: bool =
-            crate::sql::query_scalar(AssertSqlSafe(self.sql().is_held(&key.canonical_text("$3"))))
-                .bind(e.entity_id)
-                .bind(target.tenant_id)
-                .bind(&target.record_id)
-                .bind(as_of)
-                .fetch_one(&mut *conn)
-                .await?;
-        Ok(held)
+        let protection = super::matters::protection_in(
+            conn,
+            &self.engine.schema,
+            e,
+            target,
+            PgTime::from_utc(&as_of),
+        )
+        .await?;
+        Ok(protection.is_held())
     }
 
     /// Deletes holds that have not protected anything (expired or removed)
@@ -308,14 +301,6 @@ impl Holds<'_> {
         };
         scope.finish(result).await
     }
-}
-
-/// `t` at PostgreSQL's precision, or [`Error::TimeOutOfRange`] naming `what`.
-pub(super) fn pg_time<Tz: TimeZone>(
-    t: &DateTime<Tz>,
-    what: &'static str,
-) -> Result<DateTime<Utc>, Error> {
-    to_pg_precision(t).ok_or(Error::TimeOutOfRange { what })
 }
 
 /// A hold as stored. Times are read as PostgreSQL keeps them, so a hold

@@ -69,19 +69,6 @@ impl HoldSql {
         )
     }
 
-    /// `$1` entity, `$2` tenant (NULL for tenantless), `$3` record id as
-    /// given, `$4` as-of; `canonical` is the SQL of `$3`'s canonical text,
-    /// which the stored record id must equal (as every mutation compares).
-    pub(super) fn is_held(&self, canonical: &str) -> String {
-        format!(
-            "SELECT EXISTS (SELECT 1 FROM {holds} AS h \
-               WHERE h.retained_entity_id = $1 AND h.tenant_id IS NOT DISTINCT FROM $2 \
-                 AND h.record_id = {canonical} AND {active})",
-            holds = self.holds,
-            active = active_at("$4::pg_catalog.timestamptz"),
-        )
-    }
-
     /// Which of the rows `$1` entities (uuid[]), `$2` tenants (uuid[]), `$3`
     /// canonical record ids (text[]) an active hold covers, judged by the
     /// database clock; returns their 1-based positions.

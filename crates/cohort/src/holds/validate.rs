@@ -1,6 +1,10 @@
 //! Checks on a request's own values, before any SQL runs.
 
+use chrono::{DateTime, TimeZone, Utc};
 use uuid::Uuid;
+
+use crate::error::Error;
+use crate::sql::timestamp::to_pg_precision;
 
 use super::types::{HoldRequest, Target};
 use crate::error::hold::{HoldError, MAX_REASON_BYTES, MAX_RECORD_ID_BYTES, RecordIdProblem};
@@ -85,6 +89,14 @@ pub(super) fn request<'e>(
         });
     }
     Ok(e)
+}
+
+/// `t` at PostgreSQL's precision, or [`Error::TimeOutOfRange`] naming `what`.
+pub(super) fn pg_time<Tz: TimeZone>(
+    t: &DateTime<Tz>,
+    what: &'static str,
+) -> Result<DateTime<Utc>, Error> {
+    to_pg_precision(t).ok_or(Error::TimeOutOfRange { what })
 }
 
 #[cfg(test)]

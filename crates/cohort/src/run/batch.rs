@@ -20,6 +20,7 @@ use super::hold_filter::HoldFilter;
 use super::statements::{EntitySql, P};
 use crate::handlers::registry::Registered;
 use crate::handlers::{CapturedRow, Dispatch};
+use crate::holds::matter_set::MatterSet;
 use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind};
 use crate::model::AnonymiseMethod;
 use crate::model::resolved::ResolvedEntity;
@@ -112,14 +113,15 @@ fn count(v: i64) -> u64 {
 /// since the filter was read before the entity fails.
 const MAX_STALE_FILTERS: u32 = 1_000;
 
-/// Binds `statement`'s parameters in order.
+/// Binds `statement`'s parameters in order, with the type's matters.
 fn bind<'q>(
     statement: &'q Statement<P>,
     v: &Values<'_>,
     cursor: Option<&Cursor>,
     located: Option<&Located>,
+    matters: &MatterSet,
 ) -> PgQuery<'q> {
-    bind_with(statement, v, cursor, located, None)
+    bind_with(statement, v, cursor, located, None, matters)
 }
 
 /// [`bind`], with the batch loop's filter of the type's holds.
@@ -129,6 +131,7 @@ fn bind_with<'q>(
     cursor: Option<&Cursor>,
     located: Option<&Located>,
     filter: Option<&HoldFilter>,
+    matters: &MatterSet,
 ) -> PgQuery<'q> {
     // The hot path's statements, named when the connection keeps them.
     let mut q = crate::sql::query(AssertSqlSafe(statement.text.as_str())).persistent(v.cache);
@@ -172,6 +175,7 @@ fn bind_with<'q>(
             P::HoldBits => q.bind(filter.map(|f| f.bits.clone()).unwrap_or_default()),
             P::HoldMask => q.bind(filter.map_or(-1, |f| f.mask)),
             P::HoldsVersion => q.bind(filter.and_then(|f| f.version)),
+            P::Matter(p) => matters.bind(q, p),
         };
     }
     q
@@ -194,7 +198,10 @@ pub(crate) async fn measure(
     )
     .execute(&mut *tx)
     .await?;
-    let row = bind(&sql.count, v, None, None).fetch_one(&mut *tx).await?;
+    let matters = MatterSet::read_in(&mut tx, v.schema, v.entity, v.tenant, None, None).await?;
+    let row = bind(&sql.count, v, None, None, &matters)
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(Counts {
         eligible: count(row.try_get("eligible")?),
@@ -204,6 +211,44 @@ pub(crate) async fn measure(
         oldest_eligible: row.try_get("oldest_eligible")?,
         oldest_held: row.try_get("oldest_held")?,
     })
+}
+
+/// What a batch loop knows of the type's holds and matters, read at one
+/// holds version: the range path's filter of its holds, and its matters.
+struct Guard {
+    holds: HoldFilter,
+    matters: MatterSet,
+}
+
+impl Guard {
+    /// Reads both at the same holds version (a hold or matter written
+    /// between the two reads makes it read again).
+    async fn read(conn: &mut PgConnection, v: &Values<'_>) -> Result<Guard, sqlx::Error> {
+        let mut tries = 0;
+        loop {
+            let matters = MatterSet::read(conn, v.schema, v.entity, v.tenant, None).await?;
+            let holds = HoldFilter::read(conn, v.schema, v.entity.entity_id, v.tenant).await?;
+            tries += 1;
+            // After many tries the mismatch is left to the batch's own
+            // check, which then fails the batch as stale.
+            if holds.version == matters.version || tries >= 100 {
+                return Ok(Guard { holds, matters });
+            }
+        }
+    }
+
+    /// Whether the type's holds version is still the one this was read at
+    /// (one primary-key probe).
+    async fn fresh(&self, conn: &mut PgConnection, v: &Values<'_>) -> Result<bool, sqlx::Error> {
+        let version: Option<i64> = crate::sql::query_scalar(AssertSqlSafe(format!(
+            "SELECT r.holds_version FROM {} AS r WHERE r.retained_entity_id = $1",
+            v.schema.table("retention_entities")
+        )))
+        .bind(v.entity.entity_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        Ok(version == self.matters.version)
+    }
 }
 
 /// Everything one entity's batch loop needs.
@@ -275,7 +320,7 @@ impl EntityBatches<'_> {
         let mut locked_streak = 0u32;
         let mut lock_waits = 0u32;
         let mut deadlocks = 0u32;
-        let mut filter: Option<HoldFilter> = None;
+        let mut guard: Option<Guard> = None;
         let mut stale = 0u32;
         loop {
             if cancelled(self.cancellation) {
@@ -286,22 +331,25 @@ impl EntityBatches<'_> {
             } else {
                 Path::Locked
             };
-            if path == Path::Range && filter.is_none() {
-                let v = &self.values;
-                match HoldFilter::read(conn, v.schema, v.entity.entity_id, v.tenant).await {
-                    Ok(f) => {
+            if guard.is_none() {
+                match Guard::read(conn, &self.values).await {
+                    Ok(g) => {
                         tracing::debug!(
-                            entity = %v.entity.entity_id,
-                            holds = f.holds,
-                            bits = f.bits.len() * 8,
-                            "read the filter of the type's holds"
+                            entity = %self.values.entity.entity_id,
+                            holds = g.holds.holds,
+                            bits = g.holds.bits.len() * 8,
+                            matters = g.matters.matters,
+                            "read the type's holds filter and matters"
                         );
-                        filter = Some(f);
+                        guard = Some(g);
                     }
                     Err(e) => return LoopEnd::Failed(affected, Failure::from_sqlx(&e)),
                 }
             }
-            let outcome = self.batch(conn, &mut cursor, path, filter.as_ref()).await;
+            let Some(g) = guard.as_ref() else {
+                continue;
+            };
+            let outcome = self.batch(conn, &mut cursor, path, g).await;
             let batch = match outcome {
                 Ok(batch) => {
                     deadlocks = 0;
@@ -322,7 +370,7 @@ impl EntityBatches<'_> {
                             ),
                         );
                     }
-                    filter = None;
+                    guard = None;
                     continue;
                 }
                 Err(BatchError::Busy) => {
@@ -409,7 +457,7 @@ impl EntityBatches<'_> {
         conn: &mut PgConnection,
         cursor: &mut Option<Cursor>,
         path: Path,
-        filter: Option<&HoldFilter>,
+        guard: &Guard,
     ) -> Result<Batch, BatchError> {
         let wait = match path {
             Path::Range => LockWait::Bounded(self.lock_wait),
@@ -446,8 +494,8 @@ impl EntityBatches<'_> {
         }
         let started = std::time::Instant::now();
         let result = match path {
-            Path::Range => self.range(conn, cursor.as_ref(), filter).await,
-            Path::Locked => self.locked(conn, cursor.as_ref()).await,
+            Path::Range => self.range(conn, cursor.as_ref(), guard).await,
+            Path::Locked => self.locked(conn, cursor.as_ref(), guard).await,
         };
         match result {
             Ok((batch, next)) => {
@@ -478,7 +526,7 @@ impl EntityBatches<'_> {
         &self,
         conn: &mut PgConnection,
         cursor: Option<&Cursor>,
-        filter: Option<&HoldFilter>,
+        guard: &Guard,
     ) -> Result<(Batch, Option<Cursor>), BatchError> {
         let Some(range) = &self.sql.range else {
             return Err(BatchError::Failed(Failure::reason(
@@ -487,9 +535,16 @@ impl EntityBatches<'_> {
             )));
         };
         let statement = &range[usize::from(cursor.is_some())];
-        let row = match bind_with(statement, &self.values, cursor, None, filter)
-            .fetch_one(&mut *conn)
-            .await
+        let row = match bind_with(
+            statement,
+            &self.values,
+            cursor,
+            None,
+            Some(&guard.holds),
+            &guard.matters,
+        )
+        .fetch_one(&mut *conn)
+        .await
         {
             Ok(row) => row,
             Err(e) => {
@@ -523,9 +578,15 @@ impl EntityBatches<'_> {
         &self,
         conn: &mut PgConnection,
         cursor: Option<&Cursor>,
+        guard: &Guard,
     ) -> Result<(Batch, Option<Cursor>), BatchError> {
+        // Under the fence no hold or matter of the type can be written: if
+        // none was since the matters were read, they are the ones to check.
+        if !guard.fresh(conn, &self.values).await.map_err(db)? {
+            return Err(BatchError::StaleFilter);
+        }
         let statement = &self.sql.candidates[usize::from(cursor.is_some())];
-        let rows = match bind(statement, &self.values, cursor, None)
+        let rows = match bind(statement, &self.values, cursor, None, &guard.matters)
             .fetch_all(&mut *conn)
             .await
         {
@@ -573,9 +634,15 @@ impl EntityBatches<'_> {
             located.tids.push(r.try_get("c").map_err(db)?);
         }
         self.anonymise(&kept, &mut located)?;
-        let row = match bind(&self.sql.mutate, &self.values, None, Some(&located))
-            .fetch_one(&mut *conn)
-            .await
+        let row = match bind(
+            &self.sql.mutate,
+            &self.values,
+            None,
+            Some(&located),
+            &guard.matters,
+        )
+        .fetch_one(&mut *conn)
+        .await
         {
             Ok(row) => row,
             Err(e) if sqlstate(&e).as_deref() == Some(DEADLOCK_DETECTED) => {

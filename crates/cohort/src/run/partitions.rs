@@ -39,6 +39,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::cancelled;
+use crate::holds::matter_set::{MatterParam, MatterSet, matter_held};
 use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind, Ledger};
 use crate::model::resolved::ResolvedEntity;
 use crate::policy::Strategy;
@@ -188,7 +189,12 @@ fn count(v: i64) -> u64 {
 /// so a partition of millions of rows is not joined. A hold whose record id
 /// the key type cannot read fails the statement: the drop is then refused
 /// and the partition swept row by row, which compares as text.
-fn scan_sql(e: &ResolvedEntity, relation: &QualifiedName, schema: &SchemaName) -> String {
+fn scan_sql(
+    e: &ResolvedEntity,
+    relation: &QualifiedName,
+    schema: &SchemaName,
+    params: &mut Vec<MatterParam>,
+) -> String {
     let (scope, on_tenant, others) = match &e.tenant {
         Some(c) => (
             " AND h.tenant_id = $3".to_owned(),
@@ -211,13 +217,22 @@ fn scan_sql(e: &ResolvedEntity, relation: &QualifiedName, schema: &SchemaName) -
         e.record_id.equals_text("t", "h.record_id"),
         e.record_id.name
     );
+    // Matters are tested on every row in the same pass (contract MH1):
+    // their arrays are bound after the scan's own values.
+    let mut n = if e.tenant.is_some() { 3 } else { 2 };
+    let matter = matter_held(e, "t", "pg_catalog.statement_timestamp()", &mut |p| {
+        n += 1;
+        params.push(p);
+        format!("${n}")
+    });
     format!(
         "SELECT pg_catalog.count(*) AS total, \
                 {others} AS others, \
                 COALESCE(pg_catalog.bool_or(t.{anchor} >= $2::pg_catalog.timestamptz), false) AS young, \
                 EXISTS (SELECT 1 FROM {holds} AS h \
                         WHERE h.retained_entity_id = $1{scope} AND {active} \
-                          AND EXISTS (SELECT 1 FROM {relation} AS t WHERE {key}{on_tenant})) AS held \
+                          AND EXISTS (SELECT 1 FROM {relation} AS t WHERE {key}{on_tenant})) \
+                OR COALESCE(pg_catalog.bool_or({matter}), false) AS held \
          FROM {relation} AS t",
         anchor = e.anchor.name,
         holds = schema.table("retention_holds"),
@@ -233,12 +248,19 @@ async fn scan(
     tenant: Option<Uuid>,
     cutoff: PgTime,
 ) -> Result<Scan, sqlx::Error> {
-    let sql = scan_sql(e, relation, schema);
+    // The matters read on the scan's own transaction, which holds the fence
+    // when it drops (so none can be written before the drop commits).
+    let matters = MatterSet::read_in(conn, schema, e, tenant, None, None).await?;
+    let mut params = Vec::new();
+    let sql = scan_sql(e, relation, schema, &mut params);
     let mut q = crate::sql::query(AssertSqlSafe(sql))
         .bind(e.entity_id)
         .bind(cutoff);
     if e.tenant.is_some() {
         q = q.bind(tenant);
+    }
+    for p in params {
+        q = matters.bind(q, p);
     }
     let row = q.fetch_one(conn).await?;
     Ok(Scan {

@@ -20,6 +20,7 @@
 
 use std::fmt::Write as _;
 
+use crate::holds::matter_set::{MatterParam, matter_held};
 use crate::ledger::Ledger;
 use crate::model::AnonymiseMethod;
 use crate::model::resolved::{Column, ResolvedEntity};
@@ -87,6 +88,8 @@ pub(crate) enum P {
     HoldMask,
     /// The type's holds version the filter was read at (int8).
     HoldsVersion,
+    /// A value of the type's matters (see `holds::matter_set`).
+    Matter(MatterParam),
 }
 
 /// What the statements are for.
@@ -209,12 +212,21 @@ impl Parts<'_> {
             Some(c) => format!("h.tenant_id = t.{}", c.name),
             None => "h.tenant_id IS NULL".to_owned(),
         };
-        active_hold_exists(
+        let hold = active_hold_exists(
             &self.holds,
             &b.p(P::Entity),
             &format!("(t.{})::pg_catalog.text", e.record_id.name),
             &tenant,
-        )
+        );
+        format!("({hold} OR {})", self.matter(b))
+    }
+
+    /// A live matter of the type (by the database clock) covers row `t`
+    /// (contract MH1): the matters the batch loop read, bound as arrays.
+    fn matter(&self, b: &mut Params<P>) -> String {
+        matter_held(self.e, "t", "pg_catalog.statement_timestamp()", &mut |p| {
+            b.p(P::Matter(p))
+        })
     }
 
     /// [`Parts::held`] asked only of the rows the batch loop's filter of
@@ -227,15 +239,25 @@ impl Parts<'_> {
     fn held_filtered(&self, b: &mut Params<P>) -> String {
         let e = self.e;
         let mask = b.p(P::HoldMask);
+        let tenant = match &e.tenant {
+            Some(c) => format!("h.tenant_id = t.{}", c.name),
+            None => "h.tenant_id IS NULL".to_owned(),
+        };
         format!(
-            "CASE WHEN {mask}::pg_catalog.int4 OPERATOR(pg_catalog.<) 0 THEN false \
+            "(CASE WHEN {mask}::pg_catalog.int4 OPERATOR(pg_catalog.<) 0 THEN false \
                   WHEN pg_catalog.get_bit({bits}::pg_catalog.bytea, \
                            pg_catalog.hashtext((t.{rid})::pg_catalog.text) \
                            OPERATOR(pg_catalog.&) {mask}::pg_catalog.int4) OPERATOR(pg_catalog.=) 0 THEN false \
-                  ELSE {held} END",
+                  ELSE {hold} END OR {matter})",
             bits = b.p(P::HoldBits),
             rid = e.record_id.name,
-            held = self.held(b),
+            hold = active_hold_exists(
+                &self.holds,
+                &b.p(P::Entity),
+                &format!("(t.{})::pg_catalog.text", e.record_id.name),
+                &tenant,
+            ),
+            matter = self.matter(b),
         )
     }
 
@@ -477,16 +499,19 @@ impl Parts<'_> {
         // Held rows through one join to the distinct active holds of the
         // type (a hash join), not a correlated EXISTS per row: the count
         // runs at the raw count's speed (docs/performance.md).
+        // A row is held when a hold joins it or a matter covers it.
+        let matter = self.matter(&mut b);
         let text = format!(
-            "SELECT pg_catalog.count(*) OPERATOR(pg_catalog.-) pg_catalog.count(h.record_id) AS eligible, \
-                    pg_catalog.count(h.record_id) AS held, \
+            "SELECT pg_catalog.count(*) FILTER (WHERE NOT x.held) AS eligible, \
+                    pg_catalog.count(*) FILTER (WHERE x.held) AS held, \
                     {null_anchor} AS null_anchor, \
                     {legal_minimum} AS legal_minimum, \
-                    pg_catalog.min(t.{anchor}) FILTER (WHERE h.record_id IS NULL \
-                        AND pg_catalog.isfinite(t.{anchor})) AS oldest_eligible, \
-                    pg_catalog.min(t.{anchor}) FILTER (WHERE h.record_id IS NOT NULL \
-                        AND pg_catalog.isfinite(t.{anchor})) AS oldest_held \
-             FROM {table} AS t {held} WHERE {eligible}",
+                    pg_catalog.min(x.a) FILTER (WHERE NOT x.held \
+                        AND pg_catalog.isfinite(x.a)) AS oldest_eligible, \
+                    pg_catalog.min(x.a) FILTER (WHERE x.held \
+                        AND pg_catalog.isfinite(x.a)) AS oldest_held \
+             FROM (SELECT t.{anchor} AS a, (h.record_id IS NOT NULL OR {matter}) AS held \
+                   FROM {table} AS t {held} WHERE {eligible}) AS x",
             table = e.table,
             anchor = e.anchor.name,
         );

@@ -58,6 +58,8 @@ pub(crate) enum LinkKind {
     HoldCreated,
     /// A change of a hold's `removed_at` (chain of its retained entity).
     HoldRemoval,
+    /// A matter's creation, change or release (the install's matter chain).
+    Matter,
 }
 
 use Enc::{Bool, Hash, Int, Text, Time, Uuid};
@@ -140,6 +142,26 @@ const HOLD_REMOVAL_FIELDS: &[(&str, Enc)] = &[
     ("removed_at", Time),
 ];
 
+const MATTER_FIELDS: &[(&str, Enc)] = &[
+    ("chain_seq", Int),
+    ("chain_prev", Hash),
+    ("matter_id", Uuid),
+    ("event", Text),
+    ("tenant_id", Uuid),
+    ("scope_kind", Text),
+    ("subject", Text),
+    ("entity_ids", Text),
+    ("retained_entity_id", Uuid),
+    ("anchor_from", Time),
+    ("anchor_to", Time),
+    ("reason", Text),
+    ("owner", Text),
+    ("created_at", Time),
+    ("expires_at", Time),
+    ("released_at", Time),
+    ("recorded_at", Time),
+];
+
 impl LinkKind {
     /// The domain tag, the first field of every canonical encoding.
     pub(crate) const fn tag(self) -> &'static str {
@@ -149,6 +171,7 @@ impl LinkKind {
             LinkKind::Detail => "cohort-ev1:detail",
             LinkKind::HoldCreated => "cohort-ev1:hold",
             LinkKind::HoldRemoval => "cohort-ev1:hold-removal",
+            LinkKind::Matter => "cohort-ev1:matter",
         }
     }
 
@@ -160,6 +183,7 @@ impl LinkKind {
             LinkKind::Detail => DETAIL_FIELDS,
             LinkKind::HoldCreated => HOLD_CREATED_FIELDS,
             LinkKind::HoldRemoval => HOLD_REMOVAL_FIELDS,
+            LinkKind::Matter => MATTER_FIELDS,
         }
     }
 }
@@ -267,7 +291,7 @@ pub(crate) fn payload_digest_sql(payload: &str) -> String {
 
 /// The link hash, computed by the server (trigger functions only), in the
 /// form migration 4 froze (no optional fields).
-fn hash_sql(kind: LinkKind, value: &dyn Fn(&str) -> String) -> String {
+pub(super) fn hash_sql(kind: LinkKind, value: &dyn Fn(&str) -> String) -> String {
     hash_sql_in(kind, value, Form::Original)
 }
 
@@ -279,7 +303,10 @@ fn hash_sql_in(kind: LinkKind, value: &dyn Fn(&str) -> String, form: Form) -> St
 }
 
 /// Column `c` of the row `prefix` (`NEW`, `x`), unless `overrides` names it.
-fn row<'a>(prefix: &'a str, overrides: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> String + 'a {
+pub(super) fn row<'a>(
+    prefix: &'a str,
+    overrides: &'a [(&'a str, &'a str)],
+) -> impl Fn(&str) -> String + 'a {
     move |c: &str| {
         overrides
             .iter()
@@ -752,6 +779,7 @@ mod tests {
             LinkKind::Summary => "sweep_run_entity_summary",
             LinkKind::Detail => "sweep_run_row_detail",
             LinkKind::HoldCreated | LinkKind::HoldRemoval => "retention_holds",
+            LinkKind::Matter => "retention_matter_events",
         };
         for k in [
             LinkKind::Run,
@@ -759,6 +787,7 @@ mod tests {
             LinkKind::Detail,
             LinkKind::HoldCreated,
             LinkKind::HoldRemoval,
+            LinkKind::Matter,
         ] {
             let t = TABLES
                 .iter()

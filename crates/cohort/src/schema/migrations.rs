@@ -10,7 +10,7 @@ pub use crate::error::readiness::MigrationId;
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 7] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 8] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -53,11 +53,17 @@ pub(super) const MIGRATIONS: [MigrationInfo; 7] = [
         summary: "runs hold a renewed lease instead of a session lock, and the scheduled worker a lease of its own",
         data_step: None,
     },
+    MigrationInfo {
+        version: 8,
+        name: "cohort_matters",
+        summary: "matter holds: a scope (a data subject, or a type with an anchor window) that protects every row in it, fenced, with an evidence chain of its events",
+        data_step: None,
+    },
 ];
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -309,7 +315,8 @@ mod tests {
                 "0005_cohort_entity_registry.sql",
                 "0006_cohort_erasure_subject.up.sql",
                 "0006_cohort_erasure_subject.down.sql",
-                "0007_cohort_leases.sql"
+                "0007_cohort_leases.sql",
+                "0008_cohort_matters.sql"
             ]
         );
         assert_eq!(
@@ -321,7 +328,8 @@ mod tests {
                 "V4__cohort_evidence_chain.sql",
                 "V5__cohort_entity_registry.sql",
                 "V6__cohort_erasure_subject.sql",
-                "V7__cohort_leases.sql"
+                "V7__cohort_leases.sql",
+                "V8__cohort_matters.sql"
             ]
         );
     }
@@ -335,7 +343,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 10);
+        assert_eq!(first.len(), 11);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

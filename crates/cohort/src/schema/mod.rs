@@ -10,6 +10,7 @@
 mod ddl;
 pub(crate) mod evidence;
 pub(crate) mod fence;
+mod matters;
 mod migrations;
 mod readiness;
 pub(crate) mod registry;
@@ -28,8 +29,8 @@ use crate::sql::Ident;
 
 /// The names of Cohort's tables, in creation order: the five of migration
 /// 1, the registry of retained types (migration 5), the worker's lease
-/// (migration 7).
-pub const TABLES: [&str; 7] = [
+/// (migration 7), matter holds and their evidence (migration 8).
+pub const TABLES: [&str; 9] = [
     "sweep_run",
     "sweep_run_entity_summary",
     "sweep_run_row_detail",
@@ -37,6 +38,8 @@ pub const TABLES: [&str; 7] = [
     "retention_holds",
     "retention_entities",
     "sweep_worker_lease",
+    "retention_matters",
+    "retention_matter_events",
 ];
 
 pub use crate::sql::SchemaName;

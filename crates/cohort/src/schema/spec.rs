@@ -30,6 +30,8 @@ pub(super) enum ColumnType {
     Jsonb,
     /// Hashes of the evidence chain (migration 4).
     Bytea,
+    /// The retained types a matter names (migration 8).
+    UuidArray,
 }
 
 impl ColumnType {
@@ -44,6 +46,7 @@ impl ColumnType {
             ColumnType::Boolean => "boolean",
             ColumnType::Jsonb => "jsonb",
             ColumnType::Bytea => "bytea",
+            ColumnType::UuidArray => "uuid[]",
         }
     }
 
@@ -277,7 +280,7 @@ const fn fk_to_run(name: &'static str) -> ForeignKeySpec {
     }
 }
 
-use ColumnType::{Bigint, Boolean, Bytea, Integer, Jsonb, Text, Timestamptz, Uuid};
+use ColumnType::{Bigint, Boolean, Bytea, Integer, Jsonb, Text, Timestamptz, Uuid, UuidArray};
 
 /// The entity fence's trigger function (contract H11; see [`super::fence`]).
 pub(super) const FENCE_FUNCTION: FunctionSpec = FunctionSpec {
@@ -323,6 +326,24 @@ pub(super) const SUBJECT_BINDING: i64 = 6;
 /// (contract CO2, CO3): coordination without session state.
 pub(super) const LEASES: i64 = 7;
 
+/// The migration that adds matter holds (contract MH1-MH3): the matters
+/// table, its fence and its evidence chain of events.
+pub(super) const MATTERS: i64 = 8;
+
+/// The matters' fence trigger function (see [`super::matters`]).
+pub(super) const MATTER_FENCE_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "retention_matters_fence",
+    body: super::matters::fence_trigger_body,
+    definer: true,
+};
+
+/// The matters' evidence trigger function (see [`super::matters`]).
+pub(super) const MATTER_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "retention_matters_evidence_chain",
+    body: super::matters::chain_trigger_body,
+    definer: true,
+};
+
 /// The fence trigger's function from migration 5 on: it also reads a hold's
 /// record id through its retained type's key (see [`super::fence`]).
 pub(super) const FENCE_FUNCTION_CANONICAL: FunctionSpec = FunctionSpec {
@@ -340,7 +361,7 @@ pub(super) const RUN_CHAIN_FUNCTION_SUBJECT: FunctionSpec = FunctionSpec {
 };
 
 /// Cohort's tables, in creation order (foreign keys point backwards).
-pub(super) const TABLES: [TableSpec; 7] = [
+pub(super) const TABLES: [TableSpec; 9] = [
     TableSpec {
         name: "sweep_run",
         since: 1,
@@ -687,6 +708,101 @@ pub(super) const TABLES: [TableSpec; 7] = [
         foreign_keys: &[],
         checks: &[],
         indexes: &[],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "retention_matters",
+        since: MATTERS,
+        // One row per matter hold: a scope (a data subject, or a retained
+        // type with an optional anchor window) that protects every row in
+        // it, written once, extended, released; never a row per record.
+        columns: &[
+            col("matter_id", Uuid, true),
+            col("tenant_id", Uuid, false),
+            col("scope_kind", Text, true),
+            col("subject", Text, false),
+            col("entity_ids", UuidArray, false),
+            col("retained_entity_id", Uuid, false),
+            col("anchor_from", Timestamptz, false),
+            col("anchor_to", Timestamptz, false),
+            col("reason", Text, true),
+            col("owner", Text, true),
+            col("created_at", Timestamptz, true),
+            col("expires_at", Timestamptz, false),
+            col("released_at", Timestamptz, false),
+        ],
+        primary_key: key("retention_matters_pkey", &["matter_id"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[
+            check(
+                "retention_matters_scope_check",
+                r#"("scope_kind" = 'Subject' AND "subject" IS NOT NULL AND "retained_entity_id" IS NULL AND "anchor_from" IS NULL AND "anchor_to" IS NULL) OR ("scope_kind" = 'Type' AND "subject" IS NULL AND "entity_ids" IS NULL AND "retained_entity_id" IS NOT NULL)"#,
+            ),
+            check(
+                "retention_matters_window_check",
+                r#""anchor_from" IS NULL OR "anchor_to" IS NULL OR "anchor_from" <= "anchor_to""#,
+            ),
+            check(
+                "retention_matters_words_check",
+                r#"length(btrim("reason")) > 0 AND length(btrim("owner")) > 0"#,
+            ),
+        ],
+        indexes: &[index("retention_matters_tenant_idx", &["tenant_id"])],
+        triggers: &[
+            TriggerSpec {
+                name: "retention_matters_fence",
+                timing: TriggerTiming::Before,
+                events: &[TriggerEvent::Insert, TriggerEvent::Update],
+                function: &MATTER_FENCE_FUNCTION,
+                since: MATTERS,
+            },
+            TriggerSpec {
+                name: "retention_matters_evidence_chain",
+                timing: TriggerTiming::After,
+                events: &[TriggerEvent::Insert, TriggerEvent::Update],
+                function: &MATTER_CHAIN_FUNCTION,
+                since: MATTERS,
+            },
+        ],
+    },
+    TableSpec {
+        name: "retention_matter_events",
+        since: MATTERS,
+        // The matters' evidence chain (contract MH3, EV1): one link per
+        // creation, change and release, install-wide, written by the
+        // matters' trigger only. Append-only.
+        columns: &[
+            col("chain_seq", Bigint, true),
+            col("chain_prev", Bytea, false),
+            col("chain_hash", Bytea, true),
+            col("matter_id", Uuid, true),
+            col("event", Text, true),
+            col("tenant_id", Uuid, false),
+            col("scope_kind", Text, true),
+            col("subject", Text, false),
+            col("entity_ids", Text, false),
+            col("retained_entity_id", Uuid, false),
+            col("anchor_from", Timestamptz, false),
+            col("anchor_to", Timestamptz, false),
+            col("reason", Text, true),
+            col("owner", Text, true),
+            col("created_at", Timestamptz, true),
+            col("expires_at", Timestamptz, false),
+            col("released_at", Timestamptz, false),
+            col("recorded_at", Timestamptz, true),
+        ],
+        primary_key: key("retention_matter_events_pkey", &["chain_seq"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[check(
+            "retention_matter_events_event_check",
+            r#""event" IN ('Created', 'Changed', 'Released')"#,
+        )],
+        indexes: &[index(
+            "retention_matter_events_matter_idx",
+            &["matter_id", "chain_seq"],
+        )],
         triggers: &[],
     },
 ];

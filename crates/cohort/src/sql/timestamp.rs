@@ -92,6 +92,12 @@ impl Type<Postgres> for PgTime {
     }
 }
 
+impl sqlx::postgres::PgHasArrayType for PgTime {
+    fn array_type_info() -> PgTypeInfo {
+        <DateTime<Utc> as sqlx::postgres::PgHasArrayType>::array_type_info()
+    }
+}
+
 impl Encode<'_, Postgres> for PgTime {
     fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
         <i64 as Encode<'_, Postgres>>::encode_by_ref(&self.0, buf)

@@ -53,6 +53,12 @@ struct GuardSpec {
     key: Ident,
     /// The tenant column; `None` for tenantless types.
     tenant: Option<Ident>,
+    /// The anchor column (type matters' windows).
+    anchor: Ident,
+    /// The erasure-subject columns (subject matters).
+    subjects: Vec<Ident>,
+    /// Cohort's matters table.
+    matters: QualifiedName,
     /// The columns an `UPDATE` of a held row may change.
     allow: Vec<String>,
     /// Cohort's holds table.
@@ -68,12 +74,15 @@ fn literal(text: &str) -> String {
 }
 
 impl GuardSpec {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         schema: &SchemaName,
         entity_id: Uuid,
         table: QualifiedName,
         key: Ident,
         tenant: Option<Ident>,
+        anchor: Ident,
+        subjects: Vec<Ident>,
         allow: Vec<String>,
     ) -> Option<GuardSpec> {
         let function = Ident::new(&format!("retention_guard_{}", entity_id.simple())).ok()?;
@@ -82,6 +91,9 @@ impl GuardSpec {
             table,
             key,
             tenant,
+            anchor,
+            subjects,
+            matters: schema.table("retention_matters"),
             allow,
             holds: schema.table("retention_holds"),
             function: QualifiedName::new(schema.ident().clone(), function),
@@ -109,38 +121,132 @@ impl GuardSpec {
              AND {tenant} AND {active}",
             id = literal(&self.entity_id.to_string()),
         );
+        // An UPDATE only counts when it changes a column the guard does not
+        // allow; a DELETE always does.
+        let changed = format!(
+            "NOT EXISTS ( \
+               SELECT 1 FROM cohort_new AS n \
+                WHERE (n.{key})::pg_catalog.text OPERATOR(pg_catalog.=) (t.{key})::pg_catalog.text \
+                  AND (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.-) {allow}) \
+                      OPERATOR(pg_catalog.=) (pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.-) {allow}))"
+        );
+        // Matters (contract MH1): each live matter of the type's tenant
+        // shape, once per statement. A subject is read into each subject
+        // column's own type (a `%TYPE` variable; one it cannot hold
+        // matches nothing) and compared with the type's `=`.
+        let m_tenant = match &self.tenant {
+            Some(c) => format!("v_m.tenant_id IS NOT DISTINCT FROM t.{c}"),
+            None => "v_m.tenant_id IS NULL".to_owned(),
+        };
+        let mut declare = String::new();
+        let mut reads = String::new();
+        let mut any = Vec::new();
+        for (i, c) in self.subjects.iter().enumerate() {
+            declare.push_str(&format!("  v_s{i} {table}.{c}%TYPE;\n", table = self.table));
+            reads.push_str(&format!(
+                "    BEGIN v_s{i} := v_m.subject; EXCEPTION WHEN data_exception THEN v_s{i} := NULL; END;\n"
+            ));
+            any.push(format!("t.{c} = v_s{i}"));
+        }
+        let subject_match = if any.is_empty() {
+            "false".to_owned()
+        } else {
+            format!("({})", any.join(" OR "))
+        };
+        let live = "x.created_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp() \
+             AND (x.expires_at IS NULL OR x.expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()) \
+             AND (x.released_at IS NULL OR x.released_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp())";
+        let covers = format!(
+            "((x.scope_kind OPERATOR(pg_catalog.=) 'Type' AND x.retained_entity_id OPERATOR(pg_catalog.=) {id}::pg_catalog.uuid) \
+              OR (x.scope_kind OPERATOR(pg_catalog.=) 'Subject' AND (x.entity_ids IS NULL \
+                  OR {id}::pg_catalog.uuid OPERATOR(pg_catalog.=) ANY (x.entity_ids))))",
+            id = literal(&self.entity_id.to_string()),
+        );
+        let shape = if self.tenant.is_some() {
+            "x.tenant_id IS NOT NULL"
+        } else {
+            "x.tenant_id IS NULL"
+        };
+        let anchor = &self.anchor;
+        let in_window = format!(
+            "(t.{anchor})::pg_catalog.timestamptz OPERATOR(pg_catalog.<@) \
+             pg_catalog.tstzrange(v_m.anchor_from, v_m.anchor_to, '[)')"
+        );
+        let find = |cond: &str, update: bool| {
+            let only_changed = if update {
+                format!(" AND {changed}")
+            } else {
+                String::new()
+            };
+            format!(
+                "SELECT (t.{key})::pg_catalog.text INTO v_rid FROM cohort_old AS t \
+                 WHERE {m_tenant} AND {cond}{only_changed} LIMIT 1;"
+            )
+        };
         format!(
             "
 DECLARE
   held record;
-BEGIN
+  v_m record;
+  v_rid pg_catalog.text;
+{declare}BEGIN
   IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
     SELECT h.hold_id, h.record_id INTO held FROM {holds} AS h
      WHERE h.retained_entity_id OPERATOR(pg_catalog.=) {id}::pg_catalog.uuid AND {active} LIMIT 1;
+    IF held.hold_id IS NULL THEN
+      SELECT x.matter_id AS hold_id, NULL::pg_catalog.text AS record_id INTO held FROM {matters} AS x
+       WHERE {covers} AND {live} AND {shape} LIMIT 1;
+    END IF;
   ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
     SELECT h.hold_id, h.record_id INTO held FROM cohort_old AS t JOIN {holds} AS h ON {held} LIMIT 1;
   ELSE
     SELECT h.hold_id, h.record_id INTO held FROM cohort_old AS t JOIN {holds} AS h ON {held}
-     WHERE NOT EXISTS (
-       SELECT 1 FROM cohort_new AS n
-        WHERE (n.{key})::pg_catalog.text OPERATOR(pg_catalog.=) (t.{key})::pg_catalog.text
-          AND (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.-) {allow})
-              OPERATOR(pg_catalog.=) (pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.-) {allow}))
+     WHERE {changed}
      LIMIT 1;
   END IF;
   IF held.hold_id IS NOT NULL THEN
     RAISE EXCEPTION USING
       ERRCODE = '{GUARD_SQLSTATE}',
-      MESSAGE = pg_catalog.format('cohort guard: %s on %s refused: row %s is under legal hold %s',
-                                  TG_OP, {table}, held.record_id, held.hold_id),
-      HINT = 'remove the hold (through Cohort, so the removal is on the evidence chain) first';
+      MESSAGE = pg_catalog.format('cohort guard: %s on %s refused: %s is under legal hold %s',
+                                  TG_OP, {table}, COALESCE('row ' OPERATOR(pg_catalog.||) held.record_id, 'the table'),
+                                  held.hold_id),
+      HINT = 'remove the hold or release the matter (through Cohort, so it is on the evidence chain) first';
   END IF;
+  IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+    RETURN NULL;
+  END IF;
+  FOR v_m IN SELECT x.matter_id, x.scope_kind, x.subject, x.anchor_from, x.anchor_to, x.tenant_id
+               FROM {matters} AS x
+              WHERE {covers} AND {live} AND {shape} LOOP
+    v_rid := NULL;
+{reads}    IF v_m.scope_kind OPERATOR(pg_catalog.=) 'Type' AND TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+      {type_delete}
+    ELSIF v_m.scope_kind OPERATOR(pg_catalog.=) 'Type' THEN
+      {type_update}
+    ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+      {subject_delete}
+    ELSE
+      {subject_update}
+    END IF;
+    IF v_rid IS NOT NULL THEN
+      RAISE EXCEPTION USING
+        ERRCODE = '{GUARD_SQLSTATE}',
+        MESSAGE = pg_catalog.format('cohort guard: %s on %s refused: row %s is under matter hold %s',
+                                    TG_OP, {table}, v_rid, v_m.matter_id),
+        HINT = 'release the matter (through Cohort, so the release is on the evidence chain) first';
+    END IF;
+  END LOOP;
   RETURN NULL;
 END
 ",
             holds = self.holds,
+            matters = self.matters,
             id = literal(&self.entity_id.to_string()),
             table = literal(&self.table.to_string()),
+            type_delete = find(&in_window, false),
+            type_update = find(&in_window, true),
+            subject_delete = find(&subject_match, false),
+            subject_update = find(&subject_match, true),
         )
     }
 
@@ -280,7 +386,17 @@ pub fn guard_ddl(
         } else {
             column(resolved.tenant)
         };
-        if let Some(spec) = GuardSpec::new(schema, entity_id, table, key, tenant, allow) {
+        let Some(anchor) = column(resolved.anchor) else {
+            continue;
+        };
+        let subjects = resolved
+            .subjects
+            .iter()
+            .filter_map(|f| Ident::new(f.column).ok())
+            .collect();
+        if let Some(spec) = GuardSpec::new(
+            schema, entity_id, table, key, tenant, anchor, subjects, allow,
+        ) {
             specs.push(spec);
         }
     }
@@ -330,6 +446,8 @@ pub(super) async fn check(
             e.table.clone(),
             e.record_id.name.clone(),
             e.tenant.as_ref().map(|t| t.name.clone()),
+            e.anchor.name.clone(),
+            e.subjects.iter().map(|c| c.name.clone()).collect(),
             allow,
         ) else {
             continue;

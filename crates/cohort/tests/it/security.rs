@@ -362,6 +362,37 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
         Err(e) => failed.push(format!("create hold: {e}")),
     }
 
+    // A matter: put on hold, reported, extended, released (MH2, SEC).
+    let matters = cohort.matters();
+    let request = cohort::holds::MatterRequest::retained_type(
+        support::models::uuid(NOTE),
+        Some(tenant_a()),
+        "litigation",
+        "counsel",
+    )
+    .anchor_window(Some(now + Duration::days(3650)), None)
+    .expires_at(now + Duration::days(1));
+    match matters.create(&mut conn, request).await {
+        Ok(m) => {
+            if let Err(e) = matters.report(&mut conn, m.matter_id).await {
+                failed.push(format!("matter report: {e}"));
+            }
+            if let Err(e) = matters.list(&mut conn).await {
+                failed.push(format!("matter list: {e}"));
+            }
+            if let Err(e) = matters
+                .extend(&mut conn, m.matter_id, Some(now + Duration::days(2)))
+                .await
+            {
+                failed.push(format!("matter extend: {e}"));
+            }
+            if let Err(e) = matters.release(&mut conn, m.matter_id).await {
+                failed.push(format!("matter release: {e}"));
+            }
+        }
+        Err(e) => failed.push(format!("create matter: {e}")),
+    }
+
     let deleted = cohort
         .deletion()
         .execute(

@@ -318,7 +318,7 @@ pub(super) struct CohortTable {
 /// What the engine does to Cohort's tables today (read from `ledger::writer`,
 /// `run::execute` and `holds::statements`). Keep in step with them: the test
 /// suite runs as a role granted exactly this (`COHORT_TEST_ROLE=least`).
-pub(super) const COHORT_TABLES: [CohortTable; 6] = [
+pub(super) const COHORT_TABLES: [CohortTable; 7] = [
     CohortTable {
         name: "sweep_run",
         // Settling finds the run by id and status; recovery also reads
@@ -472,6 +472,30 @@ pub(super) const COHORT_TABLES: [CohortTable; 6] = [
         delete: false,
         why: "building a handle registers each retained type's key, which plain-SQL holds are read through; \
               writing a hold moves the type's holds version",
+    },
+    CohortTable {
+        name: "retention_matters",
+        // Every mutation reads the matters of the type it changes; the
+        // matters API creates, extends and releases them.
+        select: Columns::All,
+        insert: Columns::Only(&[
+            "matter_id",
+            "tenant_id",
+            "scope_kind",
+            "subject",
+            "entity_ids",
+            "retained_entity_id",
+            "anchor_from",
+            "anchor_to",
+            "reason",
+            "owner",
+            "created_at",
+            "expires_at",
+            "released_at",
+        ]),
+        update: Columns::Only(&["expires_at", "released_at"]),
+        delete: false,
+        why: "the matters API puts matters on hold, extends and releases them, and every mutation checks them",
     },
     CohortTable {
         name: "sweep_worker_lease",

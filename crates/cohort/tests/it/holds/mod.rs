@@ -2,6 +2,7 @@
 
 mod canonical;
 mod guards;
+mod matters;
 mod races;
 mod repository;
 mod requests;

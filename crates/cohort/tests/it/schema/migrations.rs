@@ -92,7 +92,8 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 id(4, "cohort_evidence_chain"),
                 id(5, "cohort_entity_registry"),
                 id(6, "cohort_erasure_subject"),
-                id(7, "cohort_leases")
+                id(7, "cohort_leases"),
+                id(8, "cohort_matters")
             ]
         );
 
@@ -110,7 +111,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7], "schema {name:?}");
+        assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7, 8], "schema {name:?}");
     }
 }
 
@@ -121,7 +122,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 10);
+    assert_eq!(written.len(), 11);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -227,7 +228,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 7);
+    assert_eq!(at_1.required_version, 8);
     let missing = vec![
         id(2, "cohort_entity_fence"),
         id(3, "cohort_row_handlers"),
@@ -235,6 +236,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         id(5, "cohort_entity_registry"),
         id(6, "cohort_erasure_subject"),
         id(7, "cohort_leases"),
+        id(8, "cohort_matters"),
     ];
     assert_eq!(at_1.missing_migrations, missing);
     // The missing migrations are the one problem: what they add is not listed again.
@@ -242,16 +244,17 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 7,
+            required: 8,
             missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 7: apply migration(s) \
+            "Cohort's schema is at version 1, this library needs 8: apply migration(s) \
              2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain), \
-             5 (cohort_entity_registry), 6 (cohort_erasure_subject), 7 (cohort_leases)"
+             5 (cohort_entity_registry), 6 (cohort_erasure_subject), 7 (cohort_leases), \
+             8 (cohort_matters)"
         ),
         "{at_1}"
     );
@@ -484,7 +487,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 7,
+                required: 8,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
@@ -492,7 +495,8 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
                     id(4, "cohort_evidence_chain"),
                     id(5, "cohort_entity_registry"),
                     id(6, "cohort_erasure_subject"),
-                    id(7, "cohort_leases")
+                    id(7, "cohort_leases"),
+                    id(8, "cohort_matters")
                 ],
             },
             ReadinessProblem::MissingColumn {
@@ -525,15 +529,21 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
             ReadinessProblem::MissingTable {
                 table: "sweep_worker_lease"
             },
+            ReadinessProblem::MissingTable {
+                table: "retention_matters"
+            },
+            ReadinessProblem::MissingTable {
+                table: "retention_matter_events"
+            },
         ],
         "{report}"
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 7): \
+            "no Cohort schema version is recorded on sweep_run (this library needs 8): \
                  apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
                  4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject), \
-                 7 (cohort_leases)"
+                 7 (cohort_leases), 8 (cohort_matters)"
         ),
         "{report}"
     );
@@ -579,7 +589,8 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
             id(4, "cohort_evidence_chain"),
             id(5, "cohort_entity_registry"),
             id(6, "cohort_erasure_subject"),
-            id(7, "cohort_leases")
+            id(7, "cohort_leases"),
+            id(8, "cohort_matters")
         ]
     );
     let triggers: i64 = sqlx::query_scalar(
@@ -616,7 +627,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 10] = [
+    let expected: [(i64, MigrationType, &str); 11] = [
         (
             1,
             MigrationType::Simple,
@@ -666,6 +677,11 @@ fn published_migrations_never_change() {
             7,
             MigrationType::Simple,
             "3cc8ec94c99c067e1337f4616389ae628bc8b0b5034b930231d2a790461f2f814a22006f6689ecc590505b45883ccf8e",
+        ),
+        (
+            8,
+            MigrationType::Simple,
+            "955c2494a9fa1de1a48f2a79dc332b480aa197616b47028c5c31442121487bd21575fa58da06d4a6c0bbd03f65b52fd3",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
