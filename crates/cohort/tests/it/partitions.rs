@@ -419,6 +419,48 @@ async fn a_partition_with_a_held_row_is_swept_row_by_row_and_the_row_survives() 
     assert!(!exists(&db, "public.events_2025_01").await);
 }
 
+// contract: PT2, MH1
+#[tokio::test]
+async fn a_partition_a_matter_covers_is_not_dropped_and_its_rows_survive() {
+    let db = setup().await;
+    let cohort = cohort_on(&db, true, Options::default()).await;
+    let mut conn = db.pool().acquire().await.expect("conn");
+    // A matter over February 2025 (an anchor window), written as a type
+    // matter of the tenantless events: no row of it is held one by one.
+    let from = chrono::TimeZone::with_ymd_and_hms(&Utc, 2025, 2, 10, 0, 0, 0).single();
+    let to = chrono::TimeZone::with_ymd_and_hms(&Utc, 2025, 2, 12, 0, 0, 0).single();
+    cohort
+        .matters()
+        .create(
+            &mut conn,
+            cohort::holds::MatterRequest::retained_type(uuid(EVENT_ID), None, "audit", "cfo")
+                .anchor_window(from, to),
+        )
+        .await
+        .expect("matter");
+    let covered = rows_between(&db, "2025-02-10", "2025-02-12").await;
+    assert!(covered > 0, "the fixture has rows in the window");
+    let result = cohort
+        .sweep(&Scope::Tenantless, now())
+        .await
+        .expect("sweep");
+    let s = entity_summary(&result, "Event");
+    assert_eq!(
+        plan(&s.partitions, "public.events_2025_02").decision,
+        PartitionDecision::Sweep(SweepReason::Held)
+    );
+    assert_eq!(
+        plan(&s.partitions, "public.events_2025_01").decision,
+        PartitionDecision::Drop
+    );
+    assert_eq!(s.held, u64::try_from(covered).expect("count"));
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM public.events_2025_02").await,
+        covered,
+        "only the window's rows are left in February"
+    );
+}
+
 /// Waits until a backend of `db`'s database waits for a lock on a relation.
 async fn wait_for_relation_lock(db: &TestDb) {
     for _ in 0..3000 {

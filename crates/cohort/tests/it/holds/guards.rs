@@ -381,3 +381,107 @@ async fn cohorts_sweeps_erasure_and_host_deletions_work_on_guarded_tables() {
         4
     );
 }
+
+// contract: H17, MH1
+#[tokio::test]
+async fn plain_sql_cannot_delete_or_update_a_row_a_matter_covers() {
+    let db = setup().await;
+    install_guards(&db).await;
+    let cohort = builder(&db).build_engine(&db).await.expect("model");
+    let mut conn = db.engine_pool().acquire().await.expect("conn");
+    let matter = cohort
+        .matters()
+        .create(
+            &mut conn,
+            cohort::holds::MatterRequest::subject(
+                subject().to_string(),
+                Some(tenant_a()),
+                "litigation",
+                "counsel",
+            ),
+        )
+        .await
+        .expect("matter");
+    // A note by the subject written after the matter is covered too.
+    db.exec(&format!(
+        "INSERT INTO guarded_notes VALUES (11, '{t}', now(), '{s}', 'later', NULL)",
+        t = tenant_a(),
+        s = subject()
+    ))
+    .await;
+    for sql in [
+        "DELETE FROM guarded_notes WHERE id = 1",
+        "DELETE FROM guarded_notes WHERE id = 11",
+        "UPDATE guarded_notes SET body = 'edited' WHERE id = 1",
+    ] {
+        let refused = as_role(&db, None, sql).await;
+        assert!(
+            matches!(&refused, Err((code, m)) if code == cohort::schema::GUARD_SQLSTATE
+                && m.contains(&matter.matter_id.to_string()) && m.contains("matter hold")),
+            "{sql}: {refused:?}"
+        );
+    }
+    assert_eq!(
+        as_role(
+            &db,
+            None,
+            "UPDATE guarded_notes SET last_viewed_at = now() WHERE id = 1"
+        )
+        .await,
+        Ok(1)
+    );
+    assert_eq!(
+        as_role(&db, None, "DELETE FROM guarded_notes WHERE id = 2").await,
+        Ok(1),
+        "another author's note goes"
+    );
+    // A type matter with a window over the contacts' anchors.
+    let contacts = Uuid::parse_str("4a7c2e10-9f3b-4d1a-8e55-0c6b7d2f1a02").expect("uuid");
+    let now = Utc::now();
+    cohort
+        .matters()
+        .create(
+            &mut conn,
+            cohort::holds::MatterRequest::retained_type(contacts, Some(tenant_a()), "audit", "cfo")
+                .anchor_window(
+                    Some(now - Duration::days(41)),
+                    Some(now - Duration::days(39)),
+                ),
+        )
+        .await
+        .expect("type matter");
+    let refused = as_role(&db, None, "DELETE FROM guarded_contacts WHERE id = 3").await;
+    assert!(
+        matches!(&refused, Err((code, _)) if code == cohort::schema::GUARD_SQLSTATE),
+        "{refused:?}"
+    );
+    // Cohort's own sweep leaves the covered rows and does not trip the guard.
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
+    assert_eq!(result.status, cohort::RunStatus::Succeeded, "{result:?}");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM guarded_notes WHERE id IN (1, 11)"
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM guarded_contacts WHERE email IS NULL"
+        )
+        .await,
+        0
+    );
+    // Released: the row can go.
+    cohort
+        .matters()
+        .release(&mut conn, matter.matter_id)
+        .await
+        .expect("release");
+    assert_eq!(
+        as_role(&db, None, "DELETE FROM guarded_notes WHERE id = 1").await,
+        Ok(1)
+    );
+}

@@ -20,7 +20,7 @@ use crate::support::fixtures::{db_with_tables, scope_a, subject, tenant_a};
 use crate::support::models::*;
 use crate::support::{TestDb, TestRules, app_pool, count};
 use chrono::{DateTime, Utc};
-use cohort::holds::{HoldError, HoldRequest};
+use cohort::holds::{HoldError, HoldRequest, MatterRequest};
 use cohort::{
     Capabilities, Cohort, ErasureRequest, Error, MAX_LOCK_WAIT, Options, Period, Rule, RunResult,
     Strategy,
@@ -70,6 +70,10 @@ enum Kind {
 enum Creator {
     Api,
     PlainSql,
+    /// A type matter whose anchor window holds row `n` alone (contract MH1).
+    Matter,
+    /// The same matter inserted with plain SQL.
+    MatterSql,
 }
 
 impl Kind {
@@ -103,6 +107,13 @@ impl Kind {
             format!("00000000-0000-0000-0000-{n:012}")
         } else {
             n.to_string()
+        }
+    }
+
+    fn anchor(self) -> &'static str {
+        match self {
+            Kind::SoftDelete => "opened_at",
+            _ => "created_at",
         }
     }
 
@@ -272,6 +283,44 @@ async fn write_hold(
             )
             .await
             .map(|_| ()),
+        Creator::Matter | Creator::MatterSql => {
+            // Row n's anchor, and a window of a millisecond from it (rows
+            // are a second apart).
+            let at: DateTime<Utc> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT {} FROM {} WHERE id::text = $1",
+                kind.anchor(),
+                kind.table()
+            )))
+            .bind(kind.row(n))
+            .fetch_one(&mut *conn)
+            .await?;
+            let to = at + chrono::Duration::milliseconds(1);
+            if matches!(creator, Creator::Matter) {
+                cohort
+                    .matters()
+                    .create(
+                        conn,
+                        MatterRequest::retained_type(kind.entity(), Some(tenant_a()), "race", "counsel")
+                            .anchor_window(Some(at), Some(to)),
+                    )
+                    .await
+                    .map(|_| ())
+            } else {
+                sqlx::query(
+                    "INSERT INTO retention_matters (matter_id, tenant_id, scope_kind, retained_entity_id, \
+                                                    anchor_from, anchor_to, reason, owner) \
+                     VALUES (gen_random_uuid(), $1, 'Type', $2, $3, $4, 'race', 'counsel')",
+                )
+                .bind(tenant_a())
+                .bind(kind.entity())
+                .bind(at)
+                .bind(to)
+                .execute(conn)
+                .await
+                .map(|_| ())
+                .map_err(Error::from)
+            }
+        }
         Creator::PlainSql => sqlx::query(
             "INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
              VALUES (gen_random_uuid(), $1, $2, $3, 'race', now())",
@@ -460,4 +509,30 @@ async fn hold_creation_waits_for_an_erasure_batch_under_way_then_finds_no_row() 
 async fn a_plain_sql_hold_insert_waits_for_a_batch_under_way() {
     mutation_first(Kind::Purge, Creator::PlainSql).await;
     mutation_first(Kind::SoftDelete, Creator::PlainSql).await;
+}
+
+// contract: MH1, H11
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matter_committed_while_a_batch_waits_for_the_fence_protects_its_rows() {
+    for kind in [
+        Kind::Purge,
+        Kind::SoftDelete,
+        Kind::Anonymise,
+        Kind::AnonymiseCustom,
+        Kind::Erasure,
+    ] {
+        hold_first(kind, Creator::Matter, None).await;
+    }
+    for kind in [Kind::Purge, Kind::Erasure] {
+        hold_first(kind, Creator::MatterSql, None).await;
+    }
+}
+
+// contract: MH1, H11
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matter_waits_for_a_batch_under_way() {
+    for kind in [Kind::Purge, Kind::AnonymiseCustom, Kind::Erasure] {
+        mutation_first(kind, Creator::Matter).await;
+    }
+    mutation_first(Kind::SoftDelete, Creator::MatterSql).await;
 }
