@@ -528,7 +528,25 @@ impl EntityBatches<'_> {
         cursor: Option<&Cursor>,
         guard: &Guard,
     ) -> Result<(Batch, Option<Cursor>), BatchError> {
-        let Some(range) = &self.sql.range else {
+        let range = if guard.matters.matters > 0 {
+            // The planner cannot estimate how many rows the matters cover,
+            // and with a low guess it sorts every eligible row to find the
+            // upper key, and scans the whole table for the batch's range,
+            // instead of walking the anchor index: forbid both for this
+            // batch's statement (the index gives the order and the range;
+            // docs/performance.md, "Matter holds").
+            crate::sql::query(
+                "SELECT pg_catalog.set_config('enable_sort', 'off', true), \
+                        pg_catalog.set_config('enable_seqscan', 'off', true)",
+            )
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+            &self.sql.range_matters
+        } else {
+            &self.sql.range
+        };
+        let Some(range) = range else {
             return Err(BatchError::Failed(Failure::reason(
                 FailureKind::Database,
                 &"no range statement for this entity",

@@ -116,6 +116,11 @@ pub(crate) struct EntitySql {
     /// `hi_key` (NULL on the last batch), `affected`, and `ids` (text[]) when
     /// the rule audits per row.
     pub(crate) range: Option<[Statement<P>; 2]>,
+    /// The range path when the type has matters: the same statements, whose
+    /// upper key counts only rows no matter covers, so a batch passes any
+    /// number of covered rows in one index scan instead of committing empty
+    /// batches across them (contract MH4).
+    pub(crate) range_matters: Option<[Statement<P>; 2]>,
     /// The locked path's candidates, first batch and later ones: `o`
     /// (tableoid), `c` (ctid text), `record_id`, `anchor`, then `v0..` (the
     /// custom-anonymised columns' text).
@@ -519,13 +524,18 @@ impl Parts<'_> {
     }
 
     /// The range statement, first batch (`after = false`) or a later one.
-    fn range(&self, after: bool) -> Statement<P> {
+    fn range(&self, after: bool, skip_matters: bool) -> Statement<P> {
         let mut b = Params::new();
         let e = self.e;
         let (table, anchor, rid) = (&e.table, &e.anchor.name, &e.record_id.name);
         let eligible = self.eligible(&mut b);
         let lo = if after {
             self.after(&mut b)
+        } else {
+            String::new()
+        };
+        let uncovered = if skip_matters {
+            format!(" AND NOT {}", self.matter(&mut b))
         } else {
             String::new()
         };
@@ -549,7 +559,7 @@ impl Parts<'_> {
         let text = format!(
             "WITH g AS MATERIALIZED (SELECT {fresh} AS fresh), \
              hi AS MATERIALIZED ( \
-               SELECT t.{anchor} AS a, t.{rid} AS k FROM {table} AS t WHERE {eligible}{lo} \
+               SELECT t.{anchor} AS a, t.{rid} AS k FROM {table} AS t WHERE {eligible}{lo}{uncovered} \
                AND (SELECT g.fresh FROM g) {order} OFFSET {offset} LIMIT 1), \
              d AS ({mutation} WHERE {eligible}{lo} \
                AND (t.{anchor}, t.{rid}) <= (COALESCE((SELECT hi.a FROM hi), 'infinity'::pg_catalog.timestamptz), \
@@ -688,11 +698,13 @@ impl EntitySql {
         let erasure = parts.erasure();
         // The range path needs no row's values: custom anonymisers and
         // handlers' capture take the locked path.
-        let range =
-            (!erasure && customs == 0 && !capture).then(|| [parts.range(false), parts.range(true)]);
+        let ranged = !erasure && customs == 0 && !capture;
+        let range = ranged.then(|| [parts.range(false, false), parts.range(true, false)]);
+        let range_matters = ranged.then(|| [parts.range(false, true), parts.range(true, true)]);
         EntitySql {
             count: parts.count(),
             range,
+            range_matters,
             candidates: [parts.candidates(false), parts.candidates(true)],
             mutate: parts.mutate(),
             customs,
