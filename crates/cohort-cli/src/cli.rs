@@ -105,6 +105,10 @@ pub(crate) enum Command {
     /// Legal holds: add, list, remove, prune.
     #[command(subcommand)]
     Holds(HoldsCommand),
+    /// Matter holds: a data subject, or a whole table of a tenant (within an
+    /// anchor window), on hold, rows written later included.
+    #[command(subcommand)]
+    Matters(MattersCommand),
     /// The audit ledger: list runs, show one.
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -316,6 +320,90 @@ pub(crate) struct HoldsRemoveArgs {
     /// When it stops protecting, RFC 3339 [default: now].
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub(crate) at: Option<DateTime<FixedOffset>>,
+}
+
+/// `matters ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum MattersCommand {
+    /// Put a matter on hold: a data subject (`--subject`), or a table of a
+    /// tenant (`--entity`, optionally `--from`/`--to` on its anchor).
+    #[command(after_help = after(
+        "  cohort matters add --subject customer-4711 --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 \\\n      --reason \"Litigation - case #12345\" --owner legal@example.com\n  cohort matters add --entity invoices --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 \\\n      --from 2025-01-01T00:00:00Z --to 2026-01-01T00:00:00Z --reason \"Tax audit FY2025\" --owner cfo@example.com"
+    ))]
+    Add(MattersAddArgs),
+    /// List the matters active now (`--all`: released and expired too).
+    #[command(after_help = after("  cohort matters list\n  cohort matters list --all --json"))]
+    List(MattersListArgs),
+    /// One matter, and how many rows of each table it protects now.
+    #[command(after_help = after("  cohort matters show 7d1f0f5e-0c3b-4d8e-9a1b-2c3d4e5f6a7b"))]
+    Show(MatterIdArgs),
+    /// Move a matter's expiry later (`--no-expiry`: until released).
+    #[command(after_help = after("  cohort matters extend 7d1f0f5e-0c3b-4d8e-9a1b-2c3d4e5f6a7b --expires 2028-01-01T00:00:00Z"))]
+    Extend(MattersExtendArgs),
+    /// Release a matter: everything it covered stops being protected by it.
+    #[command(after_help = after("  cohort matters release 7d1f0f5e-0c3b-4d8e-9a1b-2c3d4e5f6a7b"))]
+    Release(MatterIdArgs),
+}
+
+/// `matters add`.
+#[derive(Debug, Args)]
+pub(crate) struct MattersAddArgs {
+    /// The data subject: every row whose erasure-subject column equals it.
+    #[arg(long, value_name = "SUBJECT")]
+    pub(crate) subject: Option<String>,
+    /// With `--subject`: only these tables (repeat it) [default: every
+    /// table of the tenant]. Without: the table the matter covers.
+    #[arg(long = "entity", value_name = "NAME")]
+    pub(crate) entities: Vec<String>,
+    /// The tenant whose rows it covers (not for tenantless tables).
+    #[arg(long, value_name = "UUID")]
+    pub(crate) tenant: Option<Uuid>,
+    /// A table matter: only rows whose anchor is at or after this, RFC 3339.
+    #[arg(long, value_name = "TIME", value_parser = parse_time, conflicts_with = "subject")]
+    pub(crate) from: Option<DateTime<FixedOffset>>,
+    /// A table matter: only rows whose anchor is before this, RFC 3339.
+    #[arg(long, value_name = "TIME", value_parser = parse_time, conflicts_with = "subject")]
+    pub(crate) to: Option<DateTime<FixedOffset>>,
+    /// Why (a citation).
+    #[arg(long)]
+    pub(crate) reason: String,
+    /// Who asked for it.
+    #[arg(long)]
+    pub(crate) owner: String,
+    /// When it stops protecting by itself, RFC 3339 [default: until released].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) expires: Option<DateTime<FixedOffset>>,
+    /// The matter's id [default: a new random UUID].
+    #[arg(long, value_name = "UUID")]
+    pub(crate) id: Option<Uuid>,
+}
+
+/// `matters list`.
+#[derive(Debug, Args)]
+pub(crate) struct MattersListArgs {
+    /// Every matter, released and expired ones too.
+    #[arg(long)]
+    pub(crate) all: bool,
+}
+
+/// A matter's id.
+#[derive(Debug, Args)]
+pub(crate) struct MatterIdArgs {
+    /// The matter's id.
+    pub(crate) matter_id: Uuid,
+}
+
+/// `matters extend`.
+#[derive(Debug, Args)]
+pub(crate) struct MattersExtendArgs {
+    /// The matter's id.
+    pub(crate) matter_id: Uuid,
+    /// The new expiry, RFC 3339 (not earlier than the current one).
+    #[arg(long, value_name = "TIME", value_parser = parse_time, required_unless_present = "no_expiry")]
+    pub(crate) expires: Option<DateTime<FixedOffset>>,
+    /// No expiry: until released.
+    #[arg(long, conflicts_with = "expires")]
+    pub(crate) no_expiry: bool,
 }
 
 /// `runs ...`.

@@ -72,7 +72,7 @@ pub(crate) fn print_holds(holds: &[HoldJson]) -> CliResult {
     output::line(t.to_string())
 }
 
-fn entity_id(model: &Model, name: &str) -> CliResult<Uuid> {
+pub(super) fn entity_id(model: &Model, name: &str) -> CliResult<Uuid> {
     model.entity(name).map(|e| e.id).ok_or_else(|| {
         let known: Vec<&str> = model.entities.iter().map(|e| e.name.as_str()).collect();
         CliError::Usage(format!(
@@ -85,7 +85,7 @@ fn entity_id(model: &Model, name: &str) -> CliResult<Uuid> {
 /// A refused hold request in the model file's words: the table by its
 /// name rather than its retained-entity id, no tenant for a tenantless
 /// table, and the request's own mistakes as usage errors (exit 2).
-fn spoken(e: cohort::Error, model: &Model) -> CliError {
+pub(super) fn spoken(e: cohort::Error, model: &Model) -> CliError {
     let cohort::Error::Hold(hold) = &e else {
         return e.into();
     };
@@ -107,7 +107,11 @@ fn spoken(e: cohort::Error, model: &Model) -> CliError {
     match hold {
         HoldError::NoSuchRow { .. }
         | HoldError::DuplicateHoldId { .. }
-        | HoldError::NoSuchHold { .. } => CliError::Refused(text),
+        | HoldError::NoSuchHold { .. }
+        | HoldError::DuplicateMatterId { .. }
+        | HoldError::NoSuchMatter { .. }
+        | HoldError::MatterReleased { .. }
+        | HoldError::ExpiryNotExtended { .. } => CliError::Refused(text),
         _ => CliError::Usage(text),
     }
 }

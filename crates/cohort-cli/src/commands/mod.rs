@@ -6,6 +6,7 @@ mod demo;
 mod evidence;
 mod holds;
 mod init;
+mod matters;
 mod rows;
 mod runs;
 mod schedule;
@@ -172,6 +173,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         Command::Sweep(args) => sweep::sweep(&ctx, &args).await,
         Command::Erase(args) => sweep::erase(&ctx, &args).await,
         Command::Holds(cmd) => holds::run(&ctx, &cmd).await,
+        Command::Matters(cmd) => matters::run(&ctx, &cmd).await,
         Command::Runs(cmd) => runs::run(&ctx, &cmd).await,
         Command::Coverage(args) => coverage::run(&ctx, &args).await,
         Command::Schedule(args) => schedule::run(&ctx, &args),

@@ -12,6 +12,7 @@ mod guards;
 mod help;
 mod holds;
 mod maintenance;
+mod matters;
 mod model_file;
 mod operators;
 mod pooler;
