@@ -91,6 +91,24 @@ pub struct Certificate {
     pub types: Vec<CertificateType>,
     /// The run's link in the install's chain (the chain head at settle).
     pub chain_head: ChainLink,
+    /// The matter holds in force during the run that kept rows of it: a
+    /// matter over this subject, or over a type whose rows were held
+    /// (contract MH3). Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matters: Vec<CertificateMatter>,
+}
+
+/// A matter hold that kept rows of an erasure ([`Certificate::matters`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertificateMatter {
+    /// The matter's id.
+    pub matter_id: Uuid,
+    /// `Subject` (a matter over this data subject) or `Type` (over a table).
+    pub scope: String,
+    /// Why it was put on hold.
+    pub reason: String,
+    /// Who asked for it.
+    pub owner: String,
 }
 
 /// What [`certificate`] needs from the host.
@@ -245,7 +263,50 @@ async fn read_certificate(
             error: r.try_get("error")?,
         });
     }
+    // The matters that kept rows: in force at some time during the run, of
+    // the run's tenant, over this subject or over a type with held rows.
+    let held_types: Vec<Uuid> = types
+        .iter()
+        .filter(|t| t.blocked.iter().any(|b| b.reason == "hold" && b.count > 0))
+        .map(|t| t.entity_id)
+        .collect();
+    let matters = if held_types.is_empty() {
+        Vec::new()
+    } else {
+        let rows = crate::sql::query(AssertSqlSafe(format!(
+            "SELECT m.matter_id, m.scope_kind, m.reason, m.owner \
+             FROM {matters} AS m JOIN {runs} AS r ON r.run_id OPERATOR(pg_catalog.=) $1 \
+             WHERE m.tenant_id IS NOT DISTINCT FROM \
+                   NULLIF(r.tenant_id, '00000000-0000-0000-0000-000000000000'::pg_catalog.uuid) \
+               AND m.created_at OPERATOR(pg_catalog.<=) COALESCE(r.settled_at, pg_catalog.statement_timestamp()) \
+               AND COALESCE(LEAST(m.expires_at, m.released_at), 'infinity'::pg_catalog.timestamptz) \
+                   OPERATOR(pg_catalog.>) r.started_at \
+               AND ((m.scope_kind OPERATOR(pg_catalog.=) 'Subject' AND m.subject OPERATOR(pg_catalog.=) $2 \
+                     AND (m.entity_ids IS NULL OR m.entity_ids OPERATOR(pg_catalog.&&) $3::pg_catalog.uuid[])) \
+                 OR (m.scope_kind OPERATOR(pg_catalog.=) 'Type' \
+                     AND m.retained_entity_id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.uuid[]))) \
+             ORDER BY m.created_at, m.matter_id",
+            matters = schema.table("retention_matters"),
+            runs = schema.table("sweep_run"),
+        )))
+        .bind(run_id)
+        .bind(options.subject)
+        .bind(&held_types)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            out.push(CertificateMatter {
+                matter_id: r.try_get("matter_id")?,
+                scope: r.try_get("scope_kind")?,
+                reason: r.try_get("reason")?,
+                owner: r.try_get("owner")?,
+            });
+        }
+        out
+    };
     Ok(Certificate {
+        matters,
         version: CERTIFICATE_VERSION.to_owned(),
         run_id,
         status,
@@ -362,6 +423,13 @@ impl fmt::Display for Certificate {
             "Chain head:   {} {}",
             self.chain_head.seq, self.chain_head.hash
         )?;
+        for m in &self.matters {
+            writeln!(
+                f,
+                "Matter hold:  {} ({}, owner {}): {}",
+                m.matter_id, m.scope, m.owner, m.reason
+            )?;
+        }
         for t in &self.types {
             writeln!(f)?;
             writeln!(
@@ -372,7 +440,7 @@ impl fmt::Display for Certificate {
             writeln!(f, "  erased: {}", t.erased)?;
             for b in &t.blocked {
                 let why = match b.reason.as_str() {
-                    "hold" => "left: an active legal hold",
+                    "hold" => "left: an active legal hold or matter",
                     "legal_minimum" => "left: the legal minimum has not passed",
                     "null_anchor" => "left: NULL anchor",
                     other => other,

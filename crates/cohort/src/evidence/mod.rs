@@ -25,15 +25,17 @@ mod report;
 pub use crate::error::evidence::EvidenceError;
 pub(crate) use certificate::subject_hmac_bytes;
 pub use certificate::{
-    BlockedCount, CERTIFICATE_VERSION, Certificate, CertificateOptions, CertificateSignature,
-    CertificateType, ChainLink, SignedCertificate, certificate, subject_hmac,
+    BlockedCount, CERTIFICATE_VERSION, Certificate, CertificateMatter, CertificateOptions,
+    CertificateSignature, CertificateType, ChainLink, SignedCertificate, certificate, subject_hmac,
 };
 pub use chain::{
     ChainHead, ChainProblem, ChainTable, ProblemKind, PrunedLink, VerifyReport, chain_link_at,
     verify,
 };
 pub use export::{ExportFormat, ExportRecords, ExportSummary, TimeRange, export};
-pub use report::{ActiveHold, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report};
+pub use report::{
+    ActiveHold, ActiveMatter, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report,
+};
 
 /// Lower-case hex of `bytes`.
 pub(crate) fn to_hex(bytes: &[u8]) -> String {

@@ -99,6 +99,29 @@ pub struct ActiveHold {
     pub age_days: i64,
 }
 
+/// A matter hold active at the report's `as_of` (contract MH3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ActiveMatter {
+    /// The matter.
+    pub matter_id: Uuid,
+    /// What it protects, in words: the subject and the types it covers, or
+    /// the type and its anchor window.
+    pub scope: String,
+    /// The tenant (`-` for tenantless).
+    pub tenant: String,
+    /// Who asked for it.
+    pub owner: String,
+    /// Why.
+    pub reason: String,
+    /// When it was created (RFC 3339, UTC).
+    pub created_at: String,
+    /// When it stops by itself (RFC 3339, UTC), if it does.
+    pub expires_at: Option<String>,
+    /// Whole days since its creation, at `as_of`.
+    pub age_days: i64,
+}
+
 /// An auditor's report, gathered by [`audit_report`]; [`AuditReport::to_html`]
 /// renders it.
 #[derive(Debug, Clone)]
@@ -116,6 +139,8 @@ pub struct AuditReport {
     pub failed_runs: Vec<FailedRun>,
     /// Active holds, oldest first.
     pub active_holds: Vec<ActiveHold>,
+    /// Active matter holds, oldest first.
+    pub active_matters: Vec<ActiveMatter>,
     /// The chain's verification.
     pub verification: VerifyReport,
 }
@@ -269,7 +294,69 @@ async fn read_report(
         });
     }
 
+    let mut active_matters = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(format!(
+        "SELECT m.matter_id, m.tenant_id, m.scope_kind, m.subject, \
+                pg_catalog.array_to_string(m.entity_ids, ', ') AS entities, \
+                (m.retained_entity_id)::pg_catalog.text AS entity, m.owner, m.reason, {}, {}, {}, {}, \
+                pg_catalog.floor(pg_catalog.date_part('epoch', $1::pg_catalog.timestamptz OPERATOR(pg_catalog.-) m.created_at) \
+                    OPERATOR(pg_catalog./) 86400)::bigint AS age_days \
+         FROM {matters} AS m \
+         WHERE m.created_at OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz \
+           AND (m.expires_at IS NULL OR m.expires_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz) \
+           AND (m.released_at IS NULL OR m.released_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz) \
+           AND pg_catalog.isfinite(m.created_at) \
+         ORDER BY m.created_at, m.matter_id",
+        rfc3339("m", "created_at"),
+        rfc3339("m", "expires_at"),
+        rfc3339("m", "anchor_from"),
+        rfc3339("m", "anchor_to"),
+        matters = schema.table("retention_matters"),
+    )))
+    .bind(options.as_of)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        let tenant: Option<Uuid> = r.try_get("tenant_id")?;
+        let kind: String = r.try_get("scope_kind")?;
+        let scope = if kind == "Subject" {
+            let subject: Option<String> = r.try_get("subject")?;
+            let entities: Option<String> = r.try_get("entities")?;
+            format!(
+                "subject {} in {}",
+                subject.unwrap_or_default(),
+                entities.map_or_else(|| "every retained type".to_owned(), |e| format!("types {e}"))
+            )
+        } else {
+            let entity: Option<String> = r.try_get("entity")?;
+            let from: Option<String> = r.try_get("anchor_from")?;
+            let to: Option<String> = r.try_get("anchor_to")?;
+            match (from, to) {
+                (None, None) => format!("every row of type {}", entity.unwrap_or_default()),
+                (f, t) => format!(
+                    "type {}, anchors from {} to {}",
+                    entity.unwrap_or_default(),
+                    f.unwrap_or_else(|| "-".to_owned()),
+                    t.unwrap_or_else(|| "-".to_owned())
+                ),
+            }
+        };
+        active_matters.push(ActiveMatter {
+            matter_id: r.try_get("matter_id")?,
+            scope,
+            tenant: tenant.map_or_else(|| "-".to_owned(), |t| t.to_string()),
+            owner: r.try_get("owner")?,
+            reason: r.try_get("reason")?,
+            created_at: r
+                .try_get::<Option<String>, _>("created_at")?
+                .unwrap_or_default(),
+            expires_at: r.try_get("expires_at")?,
+            age_days: r.try_get::<Option<i64>, _>("age_days")?.unwrap_or(0),
+        });
+    }
+
     Ok(AuditReport {
+        active_matters,
         schema: schema.clone(),
         options: options.clone(),
         generated_at: Utc::now(),
@@ -298,6 +385,7 @@ struct Page<'a> {
     rows: &'a [CategoryMonth],
     failed_runs: &'a [FailedRun],
     active_holds: &'a [ActiveHold],
+    active_matters: &'a [ActiveMatter],
 }
 
 /// The four series of the charts, with their colours.
@@ -447,12 +535,13 @@ impl AuditReport {
             intact: v.is_intact(),
             problems: v.problems.iter().map(|p| p.to_string()).collect(),
             verification_summary: format!(
-                "{} sealed runs, {} runs in progress, {} summaries, {} row details, {} hold links checked; {} pruned hold links.",
+                "{} sealed runs, {} runs in progress, {} summaries, {} row details, {} hold links, {} matter links checked; {} pruned hold links.",
                 v.runs,
                 v.runs_in_progress,
                 v.summaries,
                 v.details,
                 v.hold_links,
+                v.matter_links,
                 v.pruned.len()
             ),
             head: v.head.as_ref(),
@@ -461,6 +550,7 @@ impl AuditReport {
             rows: &self.rows,
             failed_runs: &self.failed_runs,
             active_holds: &self.active_holds,
+            active_matters: &self.active_matters,
         };
         page.render().map_err(render_error)
     }

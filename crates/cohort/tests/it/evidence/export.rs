@@ -343,7 +343,10 @@ async fn an_erasure_certificate_states_counts_reasons_rules_and_the_chain_head()
     );
     let text = cert.to_string();
     assert!(text.contains("ERASURE CERTIFICATE"), "{text}");
-    assert!(text.contains("left: an active legal hold: 1"), "{text}");
+    assert!(
+        text.contains("left: an active legal hold or matter: 1"),
+        "{text}"
+    );
     assert!(text.contains(&cert.chain_head.hash), "{text}");
     assert!(!text.contains(subject), "{text}");
 

@@ -808,3 +808,91 @@ async fn a_matter_inserted_with_plain_sql_is_normalised_fenced_and_protects() {
     );
     assert!(untouched(&db, "matter_tickets", &[1, 2]).await.is_empty());
 }
+
+// contract: MH3
+#[tokio::test]
+async fn an_erasure_certificate_names_the_matters_that_kept_rows() {
+    let (db, _) = db_with_cohort("public").await;
+    db.exec(TABLES).await;
+    rows(&db, tenant_a(), &[1, 2], 40, subject()).await;
+    let key = b"certificate key".to_vec();
+    let cohort = builder(&db)
+        .subject_key(key.clone())
+        .build_engine(&db)
+        .await
+        .expect("model");
+    let mut c = conn(&db).await;
+    let kept = cohort
+        .matters()
+        .create(
+            &mut c,
+            MatterRequest::subject(subject().to_string(), Some(tenant_a()), "case 7", "counsel")
+                .entities([id(NOTE)]),
+        )
+        .await
+        .expect("matter");
+    // A matter of another tenant, and one over a type with nothing held:
+    // neither kept a row of this erasure.
+    cohort
+        .matters()
+        .create(
+            &mut c,
+            MatterRequest::subject(subject().to_string(), Some(tenant_b()), "other", "counsel"),
+        )
+        .await
+        .expect("matter");
+    let run = cohort
+        .erase(
+            &scope_a(),
+            Utc::now(),
+            ErasureRequest::new(subject()).allow_soft_delete(),
+        )
+        .await
+        .expect("erasure");
+    assert_eq!(entity_summary(&run, "MatterNote").held, 2);
+    assert_eq!(entity_summary(&run, "MatterProfile").affected, 2);
+    let mut admin = db.connect().await;
+    let subject_text = subject().to_string();
+    let cert = cohort::evidence::certificate(
+        &mut admin,
+        &cohort::schema::SchemaName::public(),
+        run.run_id,
+        &cohort::evidence::CertificateOptions {
+            subject: &subject_text,
+            subject_key: &key,
+            subject_in_clear: false,
+        },
+    )
+    .await
+    .expect("certificate");
+    let named: Vec<Uuid> = cert.matters.iter().map(|m| m.matter_id).collect();
+    assert_eq!(named, vec![kept.matter_id], "{cert}");
+    assert!(cert.to_string().contains(&kept.matter_id.to_string()));
+    assert_eq!(cert.matters[0].owner, "counsel");
+
+    // The auditor's report lists the active matters with owner, reason and
+    // what they protect.
+    let report = cohort::evidence::audit_report(
+        &mut admin,
+        &cohort::schema::SchemaName::public(),
+        &cohort::evidence::ReportOptions::new(cohort::evidence::TimeRange::all()),
+    )
+    .await
+    .expect("report");
+    let listed = report
+        .active_matters
+        .iter()
+        .find(|m| m.matter_id == kept.matter_id)
+        .expect("the matter is listed");
+    assert_eq!(
+        (listed.owner.as_str(), listed.reason.as_str()),
+        ("counsel", "case 7")
+    );
+    assert!(
+        listed.scope.contains(&subject_text) && listed.scope.contains(NOTE),
+        "{listed:?}"
+    );
+    assert_eq!(report.active_matters.len(), 2);
+    let html = report.to_html().expect("html");
+    assert!(html.contains(&kept.matter_id.to_string()) && html.contains("Active matter holds"));
+}
