@@ -896,3 +896,45 @@ async fn an_erasure_certificate_names_the_matters_that_kept_rows() {
     let html = report.to_html().expect("html");
     assert!(html.contains(&kept.matter_id.to_string()) && html.contains("Active matter holds"));
 }
+
+// contract: MH4
+// The ratio of MH4 is measured by `cohort-bench --bin matters`
+// (docs/performance.md, "Matter holds"); this checks what a test can: a
+// matter over every row of a large type writes one row, no hold per record,
+// and a sweep beside it changes none of the covered rows.
+#[tokio::test]
+async fn a_matter_over_many_rows_writes_no_per_row_hold() {
+    let (db, cohort) = setup().await;
+    db.exec(&format!(
+        "INSERT INTO matter_notes SELECT g, '{t}', now() - interval '40 days', '{s}' \
+         FROM generate_series(100, 20099) g",
+        t = tenant_a(),
+        s = subject()
+    ))
+    .await;
+    let mut c = conn(&db).await;
+    let m = cohort
+        .matters()
+        .create(
+            &mut c,
+            MatterRequest::subject(subject().to_string(), Some(tenant_a()), "big", "counsel")
+                .entities([id(NOTE)]),
+        )
+        .await
+        .expect("matter");
+    assert_eq!(count(&db, "SELECT count(*) FROM retention_holds").await, 0);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM retention_matters").await,
+        1
+    );
+    let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
+    let notes = entity_summary(&result, "MatterNote");
+    assert_eq!((notes.affected, notes.held), (3, 20_002), "{notes:?}");
+    assert_eq!(count(&db, "SELECT count(*) FROM retention_holds").await, 0);
+    let report = cohort
+        .matters()
+        .report(&mut c, m.matter_id)
+        .await
+        .expect("report");
+    assert_eq!(report.types[0].protected_rows, 20_002);
+}
