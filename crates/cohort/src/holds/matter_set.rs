@@ -61,6 +61,8 @@ pub(crate) struct MatterSet {
     subjects: Vec<(Vec<String>, Vec<Option<PgTime>>)>,
     /// How many matters it was read from.
     pub(crate) matters: u64,
+    /// Their ids, oldest first.
+    pub(crate) ids: Vec<Uuid>,
 }
 
 /// When a matter is live at `at`: created, neither expired nor released.
@@ -120,15 +122,15 @@ impl MatterSet {
         );
         let sql = format!(
             "SELECT (SELECT r.holds_version FROM {registry} AS r WHERE r.retained_entity_id = $1) AS version, \
-                    x.scope_kind, x.subject, x.anchor_from, x.anchor_to, x.until \
+                    x.scope_kind, x.subject, x.anchor_from, x.anchor_to, x.until, x.matter_id \
              FROM (SELECT 1) AS one LEFT JOIN LATERAL ( \
-               SELECT m.scope_kind, m.subject, \
+               SELECT m.matter_id, m.created_at, m.scope_kind, m.subject, \
                       (m.anchor_from)::pg_catalog.timestamptz AS anchor_from, \
                       (m.anchor_to)::pg_catalog.timestamptz AS anchor_to, \
                       LEAST(m.expires_at, m.released_at) AS until \
                FROM {matters} AS m \
                WHERE {covers} AND {live} \
-               ORDER BY m.matter_id) AS x ON true",
+               ORDER BY m.created_at, m.matter_id) AS x ON true",
             covers = matter_covers("$1", "$2::pg_catalog.uuid"),
         );
         type Row = (
@@ -138,6 +140,7 @@ impl MatterSet {
             Option<PgTime>,
             Option<PgTime>,
             Option<PgTime>,
+            Option<Uuid>,
         );
         let rows: Vec<Row> = crate::sql::query_as(AssertSqlSafe(sql))
             .bind(e.entity_id)
@@ -151,8 +154,9 @@ impl MatterSet {
             ..MatterSet::default()
         };
         let mut subjects: Vec<(String, Option<PgTime>)> = Vec::new();
-        for (version, kind, subject, from, to, until) in rows {
+        for (version, kind, subject, from, to, until, id) in rows {
             set.version = version;
+            set.ids.extend(id);
             match kind.as_deref() {
                 Some("Type") => {
                     set.from.push(from);

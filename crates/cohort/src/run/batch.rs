@@ -47,7 +47,7 @@ fn deadlock_backoff(n: u32) -> Duration {
 const MAX_LOCKED_STREAK: u32 = 64;
 
 /// Counts measured directly from the table.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Counts {
     pub(crate) eligible: u64,
     pub(crate) held: u64,
@@ -57,6 +57,8 @@ pub(crate) struct Counts {
     pub(crate) oldest_eligible: Option<DateTime<Utc>>,
     /// The oldest anchor of the held rows past the cutoff.
     pub(crate) oldest_held: Option<DateTime<Utc>>,
+    /// The live matters covering the type in the scope, oldest first.
+    pub(crate) matters: Vec<Uuid>,
 }
 
 /// The values an entity's statements bind, for the whole loop.
@@ -210,6 +212,7 @@ pub(crate) async fn measure(
         legal_minimum: count(row.try_get("legal_minimum")?),
         oldest_eligible: row.try_get("oldest_eligible")?,
         oldest_held: row.try_get("oldest_held")?,
+        matters: matters.ids,
     })
 }
 

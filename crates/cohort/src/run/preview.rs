@@ -46,6 +46,12 @@ pub struct PreviewEntry {
     /// JSON). The rows of a partition to drop are counted in `eligible`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partitions: Vec<PartitionPlan>,
+    /// The live matter holds covering this type in the scope's tenant
+    /// (contract MH2), oldest first: the rows they cover are in `held`.
+    /// [`crate::holds::Matters::protection`] names what protects one row.
+    /// Empty when none (and then left out of JSON).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matters: Vec<Uuid>,
 }
 
 /// A count-only preview of a sweep.
@@ -85,6 +91,7 @@ impl Engine {
                 null_anchor: 0,
                 failure: None,
                 partitions: Vec::new(),
+                matters: Vec::new(),
             };
             match plan(inner.provider.as_ref(), e, scope.tenant(), now).await {
                 Err(f) => entry.failure = Some(f),
@@ -140,6 +147,7 @@ impl Engine {
                                 entry.eligible = c.eligible;
                                 entry.held = c.held;
                                 entry.null_anchor = c.null_anchor;
+                                entry.matters = c.matters;
                             }
                             Err(err) => entry.failure = Some(Failure::from_sqlx(&err)),
                         }

@@ -211,6 +211,24 @@ async fn a_subject_matter_protects_its_rows_before_and_after_it_from_every_strat
         .expect("matter");
     // A row of the subject written after the matter.
     rows(&db, tenant_a(), &[6], 40, subject()).await;
+    // The preview counts the covered rows as held and names the matter;
+    // a type it does not reach (the tenantless log) names none.
+    let preview = cohort
+        .preview(&scope_a(), Utc::now())
+        .await
+        .expect("preview");
+    let notes = crate::support::fixtures::preview_entry(&preview, "MatterNote");
+    assert_eq!((notes.eligible, notes.held), (3, 3), "{notes:?}");
+    assert_eq!(notes.matters, vec![matter.matter_id]);
+    let log = cohort
+        .preview(&Scope::Tenantless, Utc::now())
+        .await
+        .expect("preview");
+    assert!(
+        crate::support::fixtures::preview_entry(&log, "MatterLog")
+            .matters
+            .is_empty()
+    );
 
     let result = cohort.sweep(&scope_a(), Utc::now()).await.expect("sweep");
     for (table, name) in ALL
