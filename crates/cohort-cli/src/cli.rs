@@ -485,6 +485,10 @@ pub(crate) struct WorkerArgs {
     /// With --once: the occurrence's time, RFC 3339 [default: now].
     #[arg(long, value_name = "TIME", value_parser = parse_time, requires = "once")]
     pub(crate) at: Option<DateTime<FixedOffset>>,
+    /// Serve `/metrics` (Prometheus text format) and `/healthz` on this
+    /// address, e.g. 127.0.0.1:9464 (docs/operating.md, "Metrics").
+    #[arg(long, value_name = "ADDR", env = "COHORT_METRICS_ADDR")]
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// `report`.

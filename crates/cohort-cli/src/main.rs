@@ -11,6 +11,7 @@ mod output;
 mod progress;
 mod sample;
 mod settings;
+mod telemetry;
 
 use std::process::ExitCode;
 

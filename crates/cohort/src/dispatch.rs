@@ -296,9 +296,18 @@ impl Dispatcher {
                 };
                 match settled {
                     Ok(1) => match state {
-                        "Succeeded" => report.succeeded += 1,
-                        "DeadLettered" => report.dead_lettered += 1,
-                        _ => report.retried += 1,
+                        "Succeeded" => {
+                            crate::metrics::delivery("Succeeded");
+                            report.succeeded += 1;
+                        }
+                        "DeadLettered" => {
+                            crate::metrics::delivery("DeadLettered");
+                            report.dead_lettered += 1;
+                        }
+                        _ => {
+                            crate::metrics::delivery("Retried");
+                            report.retried += 1;
+                        }
                     },
                     Ok(_) => {
                         report.unsettled += 1;

@@ -21,6 +21,7 @@ use crate::cli::WorkerArgs;
 use crate::error::{CliError, CliResult};
 use crate::output::{self, time};
 use crate::progress::Progress;
+use crate::telemetry::Telemetry;
 
 /// One occurrence as JSON (`worker --once --json`; one line per occurrence
 /// while running).
@@ -192,8 +193,14 @@ fn shutdown_on_signals(progress: Progress) -> CliResult<CancellationToken> {
     Ok(token)
 }
 
-/// The worker on the model's tables, with its tenants and kill switch.
-async fn worker(ctx: &Ctx, args: &WorkerArgs, progress: &Progress) -> CliResult<Worker> {
+/// The worker on the model's tables, with its tenants and kill switch;
+/// `telemetry` learns the handle once it is built.
+async fn worker(
+    ctx: &Ctx,
+    args: &WorkerArgs,
+    progress: &Progress,
+    telemetry: Option<&Telemetry>,
+) -> CliResult<Worker> {
     let model = ctx.model()?;
     let pool = ctx.pool().await?;
     let mut settings = ctx.settings.clone();
@@ -207,6 +214,9 @@ async fn worker(ctx: &Ctx, args: &WorkerArgs, progress: &Progress) -> CliResult<
     } else {
         args.tenants.clone()
     };
+    if let Some(t) = telemetry {
+        t.ready(&cohort, &pool, &tenants);
+    }
     let tenants: Vec<TenantContext> = tenants.into_iter().map(TenantContext::new).collect();
     let mut w = cohort.worker().tenants(tenants);
     if let Some(path) = &settings.worker.kill_switch_file {
@@ -238,13 +248,35 @@ fn outcome(report: &OccurrenceReport) -> CliResult {
 pub(crate) async fn run(ctx: &Ctx, args: &WorkerArgs) -> CliResult {
     let names = super::names(&ctx.model()?);
     let progress = Progress::new(names);
-    let worker = worker(ctx, args, &progress).await?;
+    let telemetry = match args.metrics_addr {
+        Some(addr) => {
+            let t = Telemetry::start(addr).await?;
+            progress.note(&format!(
+                "cohort worker: metrics on http://{}/metrics, health on http://{}/healthz",
+                t.addr, t.addr
+            ));
+            Some(t)
+        }
+        None => None,
+    };
+    let worker = match worker(ctx, args, &progress, telemetry.as_ref()).await {
+        Ok(w) => w,
+        Err(e) => {
+            if let Some(t) = &telemetry {
+                t.failed(&e.to_string());
+            }
+            return Err(e);
+        }
+    };
     let shutdown = shutdown_on_signals(progress.clone())?;
     if args.once {
         let at = args.at.map_or_else(Utc::now, |t| t.with_timezone(&Utc));
         let report = worker.run_occurrence(at, &shutdown).await;
         progress.finish();
         let report = report?;
+        if telemetry.is_some() && !report.cancelled && report.failed_passes() == 0 {
+            Telemetry::succeeded(at);
+        }
         print(ctx, &report)?;
         return outcome(&report);
     }
@@ -265,6 +297,9 @@ pub(crate) async fn run(ctx: &Ctx, args: &WorkerArgs) -> CliResult {
         match worker.run_occurrence(next, &shutdown).await {
             Ok(report) => {
                 progress.finish();
+                if telemetry.is_some() && !report.cancelled && report.failed_passes() == 0 {
+                    Telemetry::succeeded(next);
+                }
                 print(ctx, &report)?;
             }
             Err(e) => {

@@ -20,3 +20,4 @@ mod reading;
 mod schedule;
 mod settings;
 mod worker;
+mod worker_metrics;

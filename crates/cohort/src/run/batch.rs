@@ -377,6 +377,7 @@ impl EntityBatches<'_> {
                     continue;
                 }
                 Err(BatchError::Busy) => {
+                    crate::metrics::lock_wait_fallback();
                     // Do this range the careful way, and keep to the careful
                     // way longer each time rows turn out to be locked.
                     lock_waits = lock_waits.saturating_add(1);
@@ -405,6 +406,7 @@ impl EntityBatches<'_> {
                     continue;
                 }
                 Err(BatchError::Fence(e)) => {
+                    crate::metrics::fence_timeout();
                     let failure = Failure::logged(
                         FailureKind::FenceTimeout,
                         sqlstate(&e),
@@ -512,7 +514,11 @@ impl EntityBatches<'_> {
                     path = ?path,
                     "batch committed"
                 );
-                crate::metrics::batch(self.values.strategy, batch.affected);
+                crate::metrics::batch(
+                    self.values.strategy,
+                    batch.affected,
+                    started.elapsed().as_secs_f64(),
+                );
                 Ok(batch)
             }
             Err(e) => {

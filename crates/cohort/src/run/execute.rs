@@ -120,6 +120,7 @@ impl Engine {
         spec: RunSpec<'_>,
     ) -> Result<RunResult, Error> {
         let run_id = Uuid::new_v4();
+        let trigger = spec.trigger;
         let span = tracing::info_span!(
             "cohort.run",
             run_id = %run_id,
@@ -133,9 +134,14 @@ impl Engine {
             .instrument(span)
             .await;
         crate::metrics::run(
-            result
-                .as_ref()
-                .map(|r| (r.kind, r.status, r.summaries.iter().map(|s| s.held).sum())),
+            trigger,
+            result.as_ref().map(|r| crate::metrics::RunCounts {
+                kind: r.kind,
+                trigger,
+                status: r.status,
+                held: r.summaries.iter().map(|s| s.held).sum(),
+                skipped: r.summaries.iter().map(|s| s.skipped).sum(),
+            }),
         );
         result
     }

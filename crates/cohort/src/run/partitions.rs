@@ -431,7 +431,7 @@ impl PartitionPurge<'_> {
                 Ok(plan) => {
                     if let (PartitionDecision::Drop, Some(n)) = (plan.decision, plan.rows) {
                         purged.dropped += n;
-                        crate::metrics::batch(Strategy::Purge, n);
+                        crate::metrics::batch(Strategy::Purge, n, 0.0);
                         tracing::info!(partition = %plan.partition, rows = n, "partition dropped");
                         delivery
                             .deliver(&AuditEvent::EntityProgress {
