@@ -25,7 +25,7 @@ fn what_happens(s: Strategy) -> &'static str {
             "rows are marked deleted (the soft-delete flag is set) and stay in the table"
         }
         Strategy::Anonymise => {
-            "the personal-data columns listed below are overwritten and the row is kept"
+            "the personal-data columns listed for each table are overwritten and the row is kept"
         }
         Strategy::Exempt => "rows are kept; each run records a zero-change summary",
         _ => "see the rule",

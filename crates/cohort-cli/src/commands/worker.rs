@@ -83,7 +83,8 @@ fn occurrence_json(r: &OccurrenceReport) -> OccurrenceJson {
 fn print_occurrence(json: &OccurrenceJson) -> CliResult {
     let dry = if json.dry_run { " (dry run)" } else { "" };
     let what = if json.already_swept {
-        "already swept by another replica or an earlier run; skipped".to_owned()
+        "a scheduled sweep at or after this occurrence already ran (another replica, or an earlier run); skipped"
+            .to_owned()
     } else if json.stopped_by_kill_switch && json.passes.is_empty() {
         "the kill switch is on; no pass started".to_owned()
     } else {
