@@ -13,14 +13,12 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use cohort::holds::HoldRequest;
-use cohort::policy::ProviderError;
-use cohort::{Capabilities, Cohort, Period, ResolutionContext, Rule, RuleProvider, Strategy};
+use cohort::{Cohort, Strategy};
 use cohort_testdb::TestDb;
-use futures_util::future::BoxFuture;
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use cohort_bench::{BoxError, ThirtyDays, exec, median};
 
 const TENANT: &str = "11111111-1111-1111-1111-111111111111";
 const ROWS: i64 = 100_000;
@@ -45,28 +43,6 @@ struct Note {
     body: String,
 }
 
-struct Rules;
-
-impl RuleProvider for Rules {
-    fn resolve<'a>(
-        &'a self,
-        _ctx: ResolutionContext<'a>,
-    ) -> BoxFuture<'a, Result<Option<Rule>, ProviderError>> {
-        Box::pin(async { Ok(Some(Rule::new(Period::days(30), Strategy::Purge))) })
-    }
-
-    fn capabilities(&self, _category: &str) -> Option<Capabilities> {
-        Some(Capabilities::only(Strategy::Purge))
-    }
-}
-
-async fn exec(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-        .execute(pool)
-        .await
-        .map(|_| ())
-}
-
 /// Puts rows `first..=last` back as they were (the measured statements
 /// delete or change only those), then vacuums.
 async fn refill(pool: &PgPool, first: i64, last: i64) -> Result<(), sqlx::Error> {
@@ -87,11 +63,6 @@ async fn timed(pool: &PgPool, sql: &str) -> Result<f64, BoxError> {
     let started = Instant::now();
     exec(pool, sql).await?;
     Ok(started.elapsed().as_secs_f64())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 #[tokio::main]
@@ -121,11 +92,13 @@ async fn main() -> Result<(), BoxError> {
     )
     .await?;
     refill(&pool, 1, ROWS).await?;
-    let builder = Cohort::builder(pool.clone()).rules(Rules).entity::<Note>();
+    let builder = Cohort::builder(pool.clone())
+        .rules(ThirtyDays(Strategy::Purge))
+        .entity::<Note>();
     let guards = builder.guards()?;
     exec(&pool, &guards.sql()).await?;
     let cohort = Cohort::builder(pool.clone())
-        .rules(Rules)
+        .rules(ThirtyDays(Strategy::Purge))
         .entity::<Note>()
         .build()
         .await?;

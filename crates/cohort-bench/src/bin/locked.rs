@@ -13,17 +13,12 @@
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use cohort::policy::ProviderError;
-use cohort::{
-    Capabilities, Cohort, Options, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy,
-    TenantContext,
-};
+use cohort::{Cohort, Options, Scope, Strategy, TenantContext};
 use cohort_testdb::TestDb;
-use futures_util::future::BoxFuture;
 use sqlx::{AssertSqlSafe, PgPool};
 use uuid::Uuid;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use cohort_bench::{BoxError, ThirtyDays, exec, median};
 
 const TENANT: &str = "11111111-1111-1111-1111-111111111111";
 const ENTITY: &str = "a3f467fe-c5d0-4f17-9897-83c373cc1dc8";
@@ -59,28 +54,6 @@ struct Note {
     email: Option<String>,
 }
 
-struct Rules;
-
-impl RuleProvider for Rules {
-    fn resolve<'a>(
-        &'a self,
-        _ctx: ResolutionContext<'a>,
-    ) -> BoxFuture<'a, Result<Option<Rule>, ProviderError>> {
-        Box::pin(async { Ok(Some(Rule::new(Period::days(30), Strategy::Anonymise))) })
-    }
-
-    fn capabilities(&self, _category: &str) -> Option<Capabilities> {
-        Some(Capabilities::only(Strategy::Anonymise))
-    }
-}
-
-async fn exec(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-        .execute(pool)
-        .await
-        .map(|_| ())
-}
-
 /// Puts every row back as it was: expired, not yet anonymised.
 async fn refill(pool: &PgPool, rows: i64) -> Result<(), sqlx::Error> {
     exec(
@@ -104,11 +77,6 @@ fn not_held() -> String {
          AND (h.expires_at IS NULL OR h.expires_at > statement_timestamp()) \
          AND (h.removed_at IS NULL OR h.removed_at > statement_timestamp()))"
     )
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 #[tokio::main]
@@ -143,7 +111,7 @@ async fn main() -> Result<(), BoxError> {
             batch_size: batch,
             ..Options::default()
         })
-        .rules(Rules)
+        .rules(ThirtyDays(Strategy::Anonymise))
         .entity::<Note>()
         .build()
         .await?;

@@ -23,17 +23,12 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use cohort::holds::MatterRequest;
-use cohort::policy::ProviderError;
-use cohort::{
-    Capabilities, Cohort, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy,
-    TenantContext,
-};
+use cohort::{Cohort, Scope, Strategy, TenantContext};
 use cohort_testdb::TestDb;
-use futures_util::future::BoxFuture;
 use sqlx::{AssertSqlSafe, PgPool};
 use uuid::Uuid;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use cohort_bench::{BoxError, ThirtyDays, exec, median};
 
 const TENANT: &str = "11111111-1111-1111-1111-111111111111";
 
@@ -54,28 +49,6 @@ struct Note {
     created_at: DateTime<Utc>,
     #[cohort(erasure_subject)]
     customer: String,
-}
-
-struct Rules;
-
-impl RuleProvider for Rules {
-    fn resolve<'a>(
-        &'a self,
-        _ctx: ResolutionContext<'a>,
-    ) -> BoxFuture<'a, Result<Option<Rule>, ProviderError>> {
-        Box::pin(async { Ok(Some(Rule::new(Period::days(30), Strategy::Purge))) })
-    }
-
-    fn capabilities(&self, _category: &str) -> Option<Capabilities> {
-        Some(Capabilities::only(Strategy::Purge))
-    }
-}
-
-async fn exec(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-        .execute(pool)
-        .await
-        .map(|_| ())
 }
 
 async fn scalar(pool: &PgPool, sql: &str) -> Result<i64, sqlx::Error> {
@@ -101,11 +74,6 @@ async fn fill(
     )
     .await?;
     exec(pool, "VACUUM ANALYZE notes").await
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 async fn timed_sql(pool: &PgPool, sql: &str) -> Result<f64, BoxError> {
@@ -164,7 +132,7 @@ async fn main() -> Result<(), BoxError> {
     };
     let cohort = Cohort::builder(pool.clone())
         .options(options)
-        .rules(Rules)
+        .rules(ThirtyDays(Strategy::Purge))
         .entity::<Note>()
         .build()
         .await?;

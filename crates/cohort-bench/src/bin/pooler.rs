@@ -19,17 +19,12 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use cohort::policy::ProviderError;
-use cohort::{
-    Capabilities, Cohort, ConnectionMode, Options, Period, ResolutionContext, Rule, RuleProvider,
-    Scope, Strategy, TenantContext,
-};
+use cohort::{Cohort, ConnectionMode, Options, Scope, Strategy, TenantContext};
 use cohort_testdb::{Bouncer, TestDb};
-use futures_util::future::BoxFuture;
-use sqlx::{AssertSqlSafe, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use cohort_bench::{BoxError, ThirtyDays, exec, median};
 
 const TENANT: &str = "11111111-1111-1111-1111-111111111111";
 
@@ -52,21 +47,6 @@ struct Note {
 }
 
 /// Notes are purged after 30 days.
-struct Rules;
-
-impl RuleProvider for Rules {
-    fn resolve<'a>(
-        &'a self,
-        _ctx: ResolutionContext<'a>,
-    ) -> BoxFuture<'a, Result<Option<Rule>, ProviderError>> {
-        Box::pin(async { Ok(Some(Rule::new(Period::days(30), Strategy::Purge))) })
-    }
-
-    fn capabilities(&self, _category: &str) -> Option<Capabilities> {
-        Some(Capabilities::only(Strategy::Purge))
-    }
-}
-
 struct Args {
     rows: u64,
     batch: u32,
@@ -95,13 +75,6 @@ fn parse_args() -> Result<Args, BoxError> {
     Ok(args)
 }
 
-async fn exec(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-        .execute(pool)
-        .await
-        .map(|_| ())
-}
-
 /// Empties and refills `notes` with `rows` expired rows of the tenant.
 async fn refill(pool: &PgPool, rows: u64) -> Result<(), sqlx::Error> {
     exec(
@@ -128,7 +101,7 @@ fn options(batch: u32, mode: ConnectionMode) -> Options {
 async fn handle(pool: PgPool, batch: u32, mode: ConnectionMode) -> Result<Cohort, BoxError> {
     Ok(Cohort::builder(pool)
         .options(options(batch, mode))
-        .rules(Rules)
+        .rules(ThirtyDays(Strategy::Purge))
         .entity::<Note>()
         .build()
         .await?)
@@ -167,11 +140,6 @@ async fn passes(cohort: &Cohort, n: u32, days_ahead: i64) -> Result<f64, BoxErro
         }
     }
     Ok(total.as_secs_f64() * 1000.0 / f64::from(n.max(1)))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 #[tokio::main]
