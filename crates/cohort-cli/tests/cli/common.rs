@@ -169,3 +169,25 @@ pub(crate) async fn count_rows(p: &Project, table: &str) -> i64 {
         .await
         .expect("count")
 }
+
+/// Sends SIGTERM to `child` and waits (at most 30 s) for it to exit: its
+/// exit status and its output.
+pub(crate) fn terminate(mut child: std::process::Child) -> (std::process::ExitStatus, Output) {
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("poll the child") {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child ignored SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (status, child.wait_with_output().expect("output"))
+}

@@ -201,20 +201,7 @@ async fn the_worker_runs_on_its_schedule_until_sigterm() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("poll the worker") {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the worker ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().expect("output");
+    let (status, out) = terminate(child);
     assert_eq!(status.code(), Some(0), "stderr:\n{}", stderr(&out));
     // One JSON line per occurrence.
     let lines: Vec<serde_json::Value> = stdout(&out)

@@ -204,20 +204,7 @@ async fn the_worker_serves_metrics_that_count_its_runs_and_a_health_check() {
     .await;
     assert_eq!(get(port, "/nothing").await.map(|(s, _)| s), Some(404));
 
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("poll the worker") {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the worker ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().expect("output");
+    let (status, out) = terminate(child);
     assert_eq!(status.code(), Some(0), "stderr:\n{}", stderr(&out));
     assert!(stderr(&out).contains(&format!("metrics on http://{addr}/metrics")));
 }

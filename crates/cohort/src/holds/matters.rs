@@ -487,8 +487,18 @@ impl Matters<'_> {
         conn: &mut PgConnection,
         matter_id: Uuid,
     ) -> Result<Option<Matter>, Error> {
+        self.read_one(conn, matter_id, "").await
+    }
+
+    /// The matter with this id, read `FOR UPDATE` when `lock` says so.
+    async fn read_one(
+        &self,
+        conn: &mut PgConnection,
+        matter_id: Uuid,
+        lock: &str,
+    ) -> Result<Option<Matter>, Error> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM {table} AS m WHERE m.matter_id = $1",
+            "SELECT {COLUMNS} FROM {table} AS m WHERE m.matter_id = $1{lock}",
             table = self.table()
         );
         let row = crate::sql::query(AssertSqlSafe(sql))
@@ -639,15 +649,7 @@ impl Matters<'_> {
         conn: &mut PgConnection,
         matter_id: Uuid,
     ) -> Result<Option<Matter>, Error> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM {table} AS m WHERE m.matter_id = $1 FOR UPDATE",
-            table = self.table()
-        );
-        let row = crate::sql::query(AssertSqlSafe(sql))
-            .bind(matter_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-        Ok(row.as_ref().map(matter_from_row).transpose()?)
+        self.read_one(conn, matter_id, " FOR UPDATE").await
     }
 
     /// Which row holds and matters protect the row `target` names at
