@@ -12,6 +12,8 @@ mod progress;
 mod sample;
 mod settings;
 mod telemetry;
+#[cfg(feature = "otlp")]
+mod traces;
 
 use std::process::ExitCode;
 
@@ -28,12 +30,24 @@ fn main() -> ExitCode {
     };
     let filter =
         EnvFilter::try_from_env("COHORT_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(colours())
         .with_target(false)
-        .init();
+        .with_filter(filter);
+    // With `--features otlp` and an OTLP endpoint in the environment, the
+    // spans are exported too; `_traces` flushes them when main returns.
+    #[cfg(feature = "otlp")]
+    let (otlp, _traces) = match traces::layer() {
+        Some((layer, guard)) => (Some(layer), Some(guard)),
+        None => (None, None),
+    };
+    #[cfg(not(feature = "otlp"))]
+    let otlp: Option<tracing_subscriber::layer::Identity> = None;
+    tracing_subscriber::registry().with(logs).with(otlp).init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

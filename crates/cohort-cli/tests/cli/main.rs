@@ -19,5 +19,7 @@ mod pooler;
 mod reading;
 mod schedule;
 mod settings;
+#[cfg(feature = "otlp")]
+mod traces;
 mod worker;
 mod worker_metrics;
