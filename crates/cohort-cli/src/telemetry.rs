@@ -66,6 +66,11 @@ impl Telemetry {
                 BATCH_BUCKETS,
             )
             .map_err(|e| CliError::Usage(format!("the metrics recorder: {e}")))?
+            .set_buckets_for_metric(
+                Matcher::Full("cohort_fence_wait_seconds".to_owned()),
+                BATCH_BUCKETS,
+            )
+            .map_err(|e| CliError::Usage(format!("the metrics recorder: {e}")))?
             .install_recorder()
             .map_err(|e| CliError::Usage(format!("the metrics recorder: {e}")))?;
         let listener = TcpListener::bind(addr).await.map_err(|e| {
@@ -155,6 +160,11 @@ fn describe() {
     describe_counter!(
         "cohort_fence_timeouts_total",
         "Batches whose entity fence was not granted within the fence wait."
+    );
+    describe_histogram!(
+        "cohort_fence_wait_seconds",
+        metrics::Unit::Seconds,
+        "How long a batch waited for its entity fence (its BEGIN included)."
     );
     describe_counter!(
         "cohort_handler_deliveries_total",

@@ -13,6 +13,7 @@
 //! | `cohort_runs_total` | counter | `kind`, `trigger`, `status` (`Interrupted` or `Refused` for an error) |
 //! | `cohort_lock_wait_fallbacks_total` | counter | (range batches that met a locked row and took the locked path) |
 //! | `cohort_fence_timeouts_total` | counter | (batches whose entity fence was not granted in time) |
+//! | `cohort_fence_wait_seconds` | histogram | (how long a batch waited for its entity fence, its `BEGIN` included) |
 //! | `cohort_handler_deliveries_total` | counter | `outcome` (`Succeeded`, `Retried`, `DeadLettered`) |
 //! | `cohort_worker_occurrences_total` | counter | `outcome` (`run`, `skipped`, `failed`) |
 
@@ -70,6 +71,11 @@ mod on {
         metrics::counter!("cohort_lock_wait_fallbacks_total").increment(1);
     }
 
+    /// How long a batch waited for its entity fence.
+    pub(crate) fn fence_wait(seconds: f64) {
+        metrics::histogram!("cohort_fence_wait_seconds").record(seconds);
+    }
+
     /// A batch's entity fence was not granted within the fence wait.
     pub(crate) fn fence_timeout() {
         metrics::counter!("cohort_fence_timeouts_total").increment(1);
@@ -94,8 +100,11 @@ mod on {
     pub(crate) fn run(_trigger: Trigger, _result: Result<RunCounts, &Error>) {}
     pub(crate) fn lock_wait_fallback() {}
     pub(crate) fn fence_timeout() {}
+    pub(crate) fn fence_wait(_seconds: f64) {}
     pub(crate) fn delivery(_outcome: &'static str) {}
     pub(crate) fn occurrence(_outcome: &'static str) {}
 }
 
-pub(crate) use on::{batch, delivery, fence_timeout, lock_wait_fallback, occurrence, run};
+pub(crate) use on::{
+    batch, delivery, fence_timeout, fence_wait, lock_wait_fallback, occurrence, run,
+};

@@ -167,6 +167,10 @@ async fn the_worker_serves_metrics_that_count_its_runs_and_a_health_check() {
         "{metrics}"
     );
     assert!(
+        value(&metrics, "cohort_fence_wait_seconds_count").is_some_and(|n| n >= 1.0),
+        "{metrics}"
+    );
+    assert!(
         value(&metrics, "cohort_worker_last_success_timestamp_seconds").is_some_and(|t| t > 1.0e9),
         "{metrics}"
     );

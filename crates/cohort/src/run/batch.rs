@@ -468,15 +468,17 @@ impl EntityBatches<'_> {
             Path::Range => LockWait::Bounded(self.lock_wait),
             Path::Locked => LockWait::Session,
         };
-        if let Err(e) = txn::begin_fenced(
+        let fencing = std::time::Instant::now();
+        let fenced = txn::begin_fenced(
             conn,
             self.values.entity.fence,
             self.fence_wait,
             wait,
             self.values.owner.as_ref(),
         )
-        .await
-        {
+        .await;
+        crate::metrics::fence_wait(fencing.elapsed().as_secs_f64());
+        if let Err(e) = fenced {
             if let Err(rollback) = txn::rollback(conn).await {
                 tracing::warn!(error = %rollback, "rolling back a batch that could not begin failed");
             }
