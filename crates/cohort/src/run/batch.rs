@@ -230,11 +230,16 @@ impl Guard {
         let mut tries = 0;
         loop {
             let matters = MatterSet::read(conn, v.schema, v.entity, v.tenant, None).await?;
-            let holds = HoldFilter::read(conn, v.schema, v.entity.entity_id, v.tenant).await?;
+            let mut holds = HoldFilter::read(conn, v.schema, v.entity.entity_id, v.tenant).await?;
             tries += 1;
-            // After many tries the mismatch is left to the batch's own
-            // check, which then fails the batch as stale.
-            if holds.version == matters.version || tries >= 100 {
+            if holds.version == matters.version {
+                return Ok(Guard { holds, matters });
+            }
+            if tries >= 100 {
+                // The batch checks the version the matters were read at
+                // (the older one), so it finds them stale and reads again,
+                // never using matters older than the holds version it sees.
+                holds.version = matters.version;
                 return Ok(Guard { holds, matters });
             }
         }
