@@ -237,8 +237,11 @@ impl Holds<'_> {
         scope.finish(result).await
     }
 
-    /// Whether an active hold covers the row `target` names at `as_of` (any
-    /// offset). The record id may be spelled any way the key type accepts;
+    /// Whether an active hold, or a live matter (contract MH2), covers the
+    /// row `target` names at `as_of` (any offset);
+    /// [`crate::holds::Matters::protection`] says which. A row that does not
+    /// exist can only be covered by a row hold. The record id may be spelled
+    /// any way the key type accepts;
     /// it is compared with the key type's own equality. A reporting query
     /// (see [`Holds::list_active`]). The target is validated as for
     /// [`Holds::create`]; a malformed record id is refused under a savepoint.
