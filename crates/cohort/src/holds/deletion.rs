@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::MAX_DELETION_TARGETS;
 use super::key::{self, KeySql};
-use super::matter_set::{MatterSet, matter_held};
+use super::matter_set::{MatterSet, matter_held_numbered};
 use super::statements::HoldSql;
 use super::txn::{self, Open};
 use super::types::Target;
@@ -294,13 +294,8 @@ async fn covered_by_matters(
         if set.matters == 0 {
             continue;
         }
-        let mut params = Vec::new();
-        let mut n = 3;
-        let predicate = matter_held(e, "t", "pg_catalog.statement_timestamp()", &mut |p| {
-            n += 1;
-            params.push(p);
-            format!("${n}")
-        });
+        let (predicate, params) =
+            matter_held_numbered(e, "t", "pg_catalog.statement_timestamp()", 4);
         let on_tenant = match &e.tenant {
             Some(c) => format!(" AND t.{} = $3", c.name),
             None => " AND $3::pg_catalog.uuid IS NULL".to_owned(),

@@ -311,6 +311,22 @@ where
     Ok(ok)
 }
 
+/// [`matter_held`] with positional placeholders `$first`, `$first + 1`, ...:
+/// the SQL, and the values to bind there in order ([`MatterSet::bind`]).
+pub(crate) fn matter_held_numbered(
+    e: &ResolvedEntity,
+    alias: &str,
+    now: &str,
+    first: usize,
+) -> (String, Vec<MatterParam>) {
+    let mut params = Vec::new();
+    let sql = matter_held(e, alias, now, &mut |p| {
+        params.push(p);
+        format!("${}", first + params.len() - 1)
+    });
+    (sql, params)
+}
+
 /// The SQL of "a matter of the set protects row `alias`": `ph` gives each
 /// bound value's placeholder, `now` the instant matters are judged at
 /// (`pg_catalog.statement_timestamp()` for mutations). Written for a

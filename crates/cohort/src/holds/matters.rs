@@ -15,7 +15,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::key::{self, KeySql};
-use super::matter_set::{MatterSet, matter_active_at, matter_held};
+use super::matter_set::{MatterSet, matter_active_at, matter_held_numbered};
 use super::txn::{self, Open};
 use super::types::Target;
 use super::validate::{self, pg_time};
@@ -741,17 +741,11 @@ async fn row_covered(
     target: &Target,
     at: Option<PgTime>,
 ) -> Result<bool, Error> {
-    let mut params = Vec::new();
-    let mut n = 3;
-    let predicate = matter_held(
+    let (predicate, params) = matter_held_numbered(
         e,
         "t",
         "COALESCE($3::pg_catalog.timestamptz, pg_catalog.statement_timestamp())",
-        &mut |p| {
-            n += 1;
-            params.push(p);
-            format!("${n}")
-        },
+        4,
     );
     let tenant = match &e.tenant {
         Some(c) => format!(" AND t.{} = $2", c.name),
@@ -779,13 +773,7 @@ async fn count_protected(
     set: &MatterSet,
     tenant: Option<Uuid>,
 ) -> Result<u64, Error> {
-    let mut params = Vec::new();
-    let mut n = 1;
-    let predicate = matter_held(e, "t", "pg_catalog.statement_timestamp()", &mut |p| {
-        n += 1;
-        params.push(p);
-        format!("${n}")
-    });
+    let (predicate, params) = matter_held_numbered(e, "t", "pg_catalog.statement_timestamp()", 2);
     let tenant_cond = match &e.tenant {
         Some(c) => format!("t.{} = $1", c.name),
         None => "$1::pg_catalog.uuid IS NULL".to_owned(),

@@ -39,7 +39,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::cancelled;
-use crate::holds::matter_set::{MatterParam, MatterSet, matter_held};
+use crate::holds::matter_set::{MatterParam, MatterSet, matter_held_numbered};
 use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind, Ledger};
 use crate::model::resolved::ResolvedEntity;
 use crate::policy::Strategy;
@@ -219,12 +219,9 @@ fn scan_sql(
     );
     // Matters are tested on every row in the same pass (contract MH1):
     // their arrays are bound after the scan's own values.
-    let mut n = if e.tenant.is_some() { 3 } else { 2 };
-    let matter = matter_held(e, "t", "pg_catalog.statement_timestamp()", &mut |p| {
-        n += 1;
-        params.push(p);
-        format!("${n}")
-    });
+    let first = if e.tenant.is_some() { 4 } else { 3 };
+    let (matter, bound) = matter_held_numbered(e, "t", "pg_catalog.statement_timestamp()", first);
+    params.extend(bound);
     format!(
         "SELECT pg_catalog.count(*) AS total, \
                 {others} AS others, \
