@@ -171,6 +171,7 @@ pub struct Server {
 }
 
 static SERVER: OnceCell<Server> = OnceCell::const_new();
+static LOGICAL_SERVER: OnceCell<Server> = OnceCell::const_new();
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl Server {
@@ -210,13 +211,48 @@ impl Server {
         Server::private_cluster().await
     }
 
+    /// A server with `wal_level = logical`, for tests of logical decoding
+    /// (replication slots, `pg_logical_emit_message`): the shared server
+    /// when it has that level already, otherwise a second private
+    /// throwaway cluster started with it (once per process, cleaned up as
+    /// the first). The shared server's settings are never changed: raising
+    /// `wal_level` needs a restart.
+    pub async fn logical() -> Result<&'static Server, ServerError> {
+        LOGICAL_SERVER
+            .get_or_try_init(async || {
+                let shared = Server::shared().await?;
+                let mut conn = shared.admin_connection().await?;
+                let level: String = sqlx::query_scalar("SHOW wal_level")
+                    .fetch_one(&mut conn)
+                    .await
+                    .map_err(|e| err(format!("SHOW wal_level failed: {e}")))?;
+                let _ = conn.close().await;
+                if level == "logical" {
+                    return Ok(shared.clone());
+                }
+                Server::start_private(
+                    "-c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20",
+                    "private throwaway cluster with wal_level = logical",
+                )
+                .await
+            })
+            .await
+    }
+
     async fn private_cluster() -> Result<Server, ServerError> {
-        let (admin, dir) = tokio::task::spawn_blocking(start_private_cluster)
+        Server::start_private("", "private throwaway cluster").await
+    }
+
+    async fn start_private(
+        extra: &'static str,
+        origin: &'static str,
+    ) -> Result<Server, ServerError> {
+        let (admin, dir) = tokio::task::spawn_blocking(move || start_private_cluster(extra))
             .await
             .map_err(|e| err(format!("cluster start panicked: {e}")))??;
         Ok(Server {
             admin,
-            origin: "private throwaway cluster",
+            origin,
             cluster_dir: Some(dir),
         })
     }
@@ -290,9 +326,29 @@ impl TestDb {
         TestDb::try_new_as(EngineRole::from_env()?).await
     }
 
+    /// Creates a new, empty database on a server with `wal_level =
+    /// logical` ([`Server::logical`]), for tests that decode the change
+    /// stream. A test that creates a replication slot in it must drop the
+    /// slot before the database is dropped (PostgreSQL refuses to drop a
+    /// database a slot belongs to).
+    ///
+    /// # Panics
+    /// As [`TestDb::new`].
+    pub async fn logical() -> TestDb {
+        let made =
+            async { TestDb::create_on(Server::logical().await?, EngineRole::from_env()?).await };
+        match made.await {
+            Ok(db) => db,
+            Err(e) => panic!("cohort-testdb: {e}"),
+        }
+    }
+
     /// Creates a new, empty database whose engine pool acts as `role`.
     pub async fn try_new_as(role: EngineRole) -> Result<TestDb, ServerError> {
-        let server = Server::shared().await?;
+        TestDb::create_on(Server::shared().await?, role).await
+    }
+
+    async fn create_on(server: &'static Server, role: EngineRole) -> Result<TestDb, ServerError> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!(
             "cohort_test_{}_{}_{}",
@@ -616,7 +672,8 @@ impl Drop for ClusterCleanup {
     }
 }
 
-fn start_private_cluster() -> Result<(PgConnectOptions, PathBuf), ServerError> {
+/// Starts a private cluster; `extra` is added to its server options.
+fn start_private_cluster(extra: &str) -> Result<(PgConnectOptions, PathBuf), ServerError> {
     let initdb = find_binary("initdb").ok_or_else(|| {
         err("no PostgreSQL server is reachable (set DATABASE_URL or start one on 127.0.0.1:5432) \
              and no initdb was found on PATH or under /usr/lib/postgresql/*/bin to start a private one; \
@@ -660,7 +717,7 @@ fn start_private_cluster() -> Result<(PgConnectOptions, PathBuf), ServerError> {
     )?;
     let port = free_port()?;
     let opts = format!(
-        "-c listen_addresses=127.0.0.1 -p {port} -k {} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+        "-c listen_addresses=127.0.0.1 -p {port} -k {} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 {extra}",
         dir.display()
     );
     // A failed or timed-out start may leave a server running: stop it too.

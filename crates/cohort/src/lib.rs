@@ -38,7 +38,7 @@ pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
 pub use run::{
-    Backlog, BacklogEntry, BacklogReason, EntityFailure, ErasureRequest, ExemptType,
+    Backlog, BacklogEntry, BacklogReason, EntityFailure, ErasureRequest, ExemptType, MARKER_PREFIX,
     MAX_SUBJECT_BYTES, PartitionDecision, PartitionPlan, Preview, PreviewEntry, RunResult, Subject,
     SweepOptions, SweepReason, TableMaintenance, VacuumOptions, VacuumOutcome,
 };

@@ -120,6 +120,14 @@ pub struct Options {
     /// seen to change server sessions between transactions while this says
     /// `Direct`.
     pub connection_mode: ConnectionMode,
+    /// Whether every transaction of a sweep or an erasure that changes rows
+    /// (a batch, or a partition drop) also writes one transactional logical
+    /// decoding message, prefix [`crate::MARKER_PREFIX`], naming the run,
+    /// kind, type and strategy (default `false`; contract SA4,
+    /// `docs/data-subjects.md`). Change-data-capture consumers (Debezium,
+    /// `wal2json`, `pgoutput` with `messages`) can then tell retention's
+    /// changes from the application's own. A rolled-back batch writes none.
+    pub change_stream_markers: bool,
     /// The scheduled worker's settings ([`crate::worker`]).
     pub worker: WorkerOptions,
 }
@@ -252,6 +260,7 @@ impl Default for Options {
             inactive_hold_retention: None,
             partition_drops: true,
             connection_mode: ConnectionMode::Direct,
+            change_stream_markers: false,
             worker: WorkerOptions::default(),
         }
     }

@@ -177,6 +177,7 @@ impl Engine {
                 schema: &self.schema,
                 owner: None,
                 cache: self.options.connection_mode.caches_statements(),
+                marker: None,
             };
             match measure(&mut conn, &sql, &values).await {
                 Ok(c) => {

@@ -17,11 +17,12 @@ use uuid::Uuid;
 
 use super::cancelled;
 use super::hold_filter::HoldFilter;
+use super::markers::{self, ChangeMarker};
 use super::statements::{EntitySql, P};
 use crate::handlers::registry::Registered;
 use crate::handlers::{CapturedRow, Dispatch};
 use crate::holds::matter_set::MatterSet;
-use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind};
+use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind, RunKind};
 use crate::model::AnonymiseMethod;
 use crate::model::resolved::ResolvedEntity;
 use crate::policy::Strategy;
@@ -85,6 +86,9 @@ pub(crate) struct Values<'a> {
     /// Whether the batch statements may be named and cached by the
     /// connection ([`crate::ConnectionMode::caches_statements`]).
     pub(crate) cache: bool,
+    /// The run's kind, when each batch writes a change-stream marker
+    /// (`Options::change_stream_markers`; `None` for previews and dry runs).
+    pub(crate) marker: Option<RunKind>,
 }
 
 /// Where the next batch starts: after this key.
@@ -330,6 +334,8 @@ impl EntityBatches<'_> {
         let mut deadlocks = 0u32;
         let mut guard: Option<Guard> = None;
         let mut stale = 0u32;
+        // Committed batches, for the change-stream markers' numbers.
+        let mut committed = 0u64;
         loop {
             if cancelled(self.cancellation) {
                 return LoopEnd::Cancelled(affected);
@@ -357,9 +363,10 @@ impl EntityBatches<'_> {
             let Some(g) = guard.as_ref() else {
                 continue;
             };
-            let outcome = self.batch(conn, &mut cursor, path, g).await;
+            let outcome = self.batch(conn, &mut cursor, path, g, committed + 1).await;
             let batch = match outcome {
                 Ok(batch) => {
+                    committed += 1;
                     deadlocks = 0;
                     stale = 0;
                     if path == Path::Locked {
@@ -461,13 +468,15 @@ impl EntityBatches<'_> {
         }
     }
 
-    /// One batch, committed, or rolled back with the reason.
+    /// One batch (number `number` of the type in this run), committed, or
+    /// rolled back with the reason.
     async fn batch(
         &self,
         conn: &mut PgConnection,
         cursor: &mut Option<Cursor>,
         path: Path,
         guard: &Guard,
+        number: u64,
     ) -> Result<Batch, BatchError> {
         let wait = match path {
             Path::Range => LockWait::Bounded(self.lock_wait),
@@ -505,10 +514,29 @@ impl EntityBatches<'_> {
             });
         }
         let started = std::time::Instant::now();
-        let result = match path {
+        let mut result = match path {
             Path::Range => self.range(conn, cursor.as_ref(), guard).await,
             Path::Locked => self.locked(conn, cursor.as_ref(), guard).await,
         };
+        if let (Ok((batch, _)), Some(kind)) = (&result, self.values.marker)
+            && batch.affected > 0
+        {
+            let e = self.values.entity;
+            let marker = ChangeMarker {
+                run: self.values.run,
+                kind: markers::kind_name(kind),
+                entity_type: e.type_name(),
+                entity: e.entity_id,
+                table: e.table.unquoted(),
+                strategy: markers::strategy_name(self.values.strategy),
+                batch: Some(number),
+                partition: None,
+                rows: batch.affected,
+            };
+            if let Err(e) = markers::emit(conn, &marker).await {
+                result = Err(db(e));
+            }
+        }
         match result {
             Ok((batch, next)) => {
                 txn::commit(conn).await.map_err(db)?;

@@ -459,6 +459,7 @@ impl Engine {
                 token: lease.token(),
             }),
             cache: inner.options.connection_mode.caches_statements(),
+            marker: (inner.options.change_stream_markers && !spec.dry_run).then_some(spec.kind),
         };
 
         // PT1: a purge of a table partitioned by range on its anchor drops
@@ -486,6 +487,7 @@ impl Engine {
                 fence_wait: inner.options.fence_wait,
                 lock_wait: inner.options.lock_wait,
                 owner: values.owner,
+                marker: values.marker,
             }
         });
 

@@ -148,7 +148,7 @@ impl Engine {
                 Some(v) => self.vacuum(&table, v).await,
             };
             out.push(TableMaintenance {
-                table: format!("{}.{}", table.schema.as_str(), table.name.as_str()),
+                table: table.unquoted(),
                 changed: rows,
                 dead_tuples: self.dead_tuples(&table).await,
                 vacuum: outcome,

@@ -39,6 +39,7 @@ use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::cancelled;
+use super::markers::{self, ChangeMarker};
 use crate::holds::matter_set::{MatterParam, MatterSet, matter_held_numbered};
 use crate::ledger::{AuditEvent, Delivery, Failure, FailureKind, Ledger};
 use crate::model::resolved::ResolvedEntity;
@@ -288,6 +289,8 @@ pub(crate) struct PartitionPurge<'a> {
     pub(crate) lock_wait: std::time::Duration,
     /// The run's owner, which each drop's transaction checks.
     pub(crate) owner: Option<crate::sql::txn::RunOwner<'a>>,
+    /// The run's kind, when each drop writes a change-stream marker.
+    pub(crate) marker: Option<crate::ledger::RunKind>,
 }
 
 /// Whether a partition-aware purge applies to an entity at all: a sweep
@@ -561,6 +564,20 @@ impl PartitionPurge<'_> {
         crate::sql::query(AssertSqlSafe(format!("DROP TABLE {relation}")))
             .execute(&mut *conn)
             .await?;
+        if let Some(kind) = self.marker {
+            let marker = ChangeMarker {
+                run: self.run,
+                kind: markers::kind_name(kind),
+                entity_type: e.type_name(),
+                entity: e.entity_id,
+                table: e.table.unquoted(),
+                strategy: markers::strategy_name(Strategy::Purge),
+                batch: None,
+                partition: Some(p.display()),
+                rows: s.total,
+            };
+            markers::emit(conn, &marker).await?;
+        }
         Ok(plan)
     }
 }

@@ -123,6 +123,7 @@ impl Engine {
                             schema: &inner.schema,
                             owner: None,
                             cache: inner.options.connection_mode.caches_statements(),
+                            marker: None,
                         };
                         if partitions::applies(e, plan.rule.strategy, true, &inner.options) {
                             let purge = PartitionPurge {
@@ -139,6 +140,7 @@ impl Engine {
                                 fence_wait: inner.options.fence_wait,
                                 lock_wait: inner.options.lock_wait,
                                 owner: None,
+                                marker: None,
                             };
                             entry.partitions = purge.preview(&mut conn).await;
                         }

@@ -82,6 +82,11 @@ impl QualifiedName {
     pub(crate) fn new(schema: Ident, name: Ident) -> QualifiedName {
         QualifiedName { schema, name }
     }
+
+    /// `schema.name` unquoted, for people and reports (never for SQL).
+    pub(crate) fn unquoted(&self) -> String {
+        format!("{}.{}", self.schema.as_str(), self.name.as_str())
+    }
 }
 
 impl fmt::Display for QualifiedName {

@@ -35,6 +35,8 @@
 //!   bound to the erased subject (`certificates`), the auditor's report in
 //!   Chromium (`report`). EV.
 //! - `partitions`: partition-aware purge. PT.
+//! - `subjects`: data subjects beyond erasure: change-stream markers through
+//!   a logical replication slot (`markers`). SA.
 //! - `security`: least privilege. SEC.
 //! - `reliability`: randomized histories (`history`), faults (`faults`),
 //!   property tests (`properties`), their harness (`harness`). R.
@@ -66,6 +68,7 @@ mod pooler;
 mod reliability;
 mod schema;
 mod security;
+mod subjects;
 mod support;
 mod surface;
 mod sweep;
