@@ -251,6 +251,11 @@ pub(crate) struct EraseArgs {
     /// Accept soft-delete as erasure for categories that resolve to it.
     #[arg(long)]
     pub(crate) allow_soft_delete: bool,
+    /// End with VACUUM (ANALYZE) of each table the erasure changed, so the
+    /// erased rows' old versions leave the table's files (the table's owner
+    /// may; other roles get a report).
+    #[arg(long)]
+    pub(crate) vacuum: bool,
 }
 
 /// `holds ...`.

@@ -87,7 +87,7 @@ pub(crate) struct RunJson {
     pub(crate) summaries: Vec<SummaryJson>,
     /// Tables explicitly exempt.
     pub(crate) exempt: Vec<ExemptJson>,
-    /// With `sweep --vacuum`: each table the sweep changed rows in, its
+    /// With `sweep --vacuum` or `erase --vacuum`: each table the sweep changed rows in, its
     /// dead tuples and whether it was vacuumed (the library's
     /// `RunResult::tables`, as JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -269,7 +269,7 @@ pub(crate) fn print_run(json: &RunJson) -> CliResult {
         let done = match &t.vacuum {
             cohort::VacuumOutcome::Vacuumed { millis } => format!("vacuumed in {millis} ms"),
             cohort::VacuumOutcome::BelowThreshold => {
-                "not vacuumed (fewer rows changed than --vacuum)".into()
+                "not vacuumed (fewer rows changed than the --vacuum threshold)".into()
             }
             cohort::VacuumOutcome::NotPermitted => {
                 "not vacuumed: only the table's owner may VACUUM it".into()
@@ -410,10 +410,16 @@ pub(crate) async fn erase(ctx: &Ctx, args: &EraseArgs) -> CliResult {
     if args.allow_soft_delete {
         request = request.allow_soft_delete();
     }
+    if args.vacuum {
+        request = request.vacuum();
+    }
     let result = cohort.erase(&scope, now, request).await;
     progress.finish();
     let result = result?;
-    let json = run_json(&result, &model);
+    let mut json = run_json(&result, &model);
+    if args.vacuum {
+        json.tables = Some(result.tables.clone());
+    }
     if ctx.json() {
         output::json(&json)?;
     } else {

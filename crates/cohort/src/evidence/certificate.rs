@@ -9,6 +9,7 @@ use sha2::Sha256;
 use sqlx::{Connection, PgConnection, Row};
 use uuid::Uuid;
 
+use super::physical::PhysicalState;
 use super::{ChainHead, EvidenceError, to_hex};
 use crate::error::Error;
 use crate::schema::SchemaName;
@@ -56,6 +57,11 @@ pub struct CertificateType {
     pub rule_reason: Option<String>,
     /// The sanitized failure, when this type failed.
     pub error: Option<String>,
+    /// Whether the erased rows' old versions may still be in the table's
+    /// files, as read when the certificate was built (contract SA3); only
+    /// for a type with erased rows in a real run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical: Option<PhysicalState>,
 }
 
 /// The run's link in the install's chain: the chain's head right after the
@@ -261,7 +267,14 @@ async fn read_certificate(
             rule_source: r.try_get("rule_source")?,
             rule_reason: r.try_get("rule_reason")?,
             error: r.try_get("error")?,
+            physical: None,
         });
+    }
+    let dry_run: bool = run.try_get("dry_run")?;
+    if !dry_run {
+        for t in types.iter_mut().filter(|t| t.erased > 0) {
+            t.physical = super::physical::physical_state(conn, schema, run_id, t.entity_id).await?;
+        }
     }
     // The matters that kept rows: in force at some time during the run, of
     // the run's tenant, over this subject or over a type with held rows.
@@ -310,7 +323,7 @@ async fn read_certificate(
         version: CERTIFICATE_VERSION.to_owned(),
         run_id,
         status,
-        dry_run: run.try_get("dry_run")?,
+        dry_run,
         tenant_id: run.try_get("tenant_id")?,
         subject_hmac: subject_hmac(options.subject_key, options.subject),
         subject: options.subject_in_clear.then(|| options.subject.to_owned()),
@@ -463,6 +476,25 @@ impl fmt::Display for Certificate {
             }
             if let Some(e) = &t.error {
                 writeln!(f, "  error: {e}")?;
+            }
+            if let Some(p) = &t.physical {
+                let state = if p.dead_tuples_may_remain {
+                    "the erased rows' old versions may still be in the table's files"
+                } else {
+                    "vacuumed since the erasure, no dead tuple left in the table"
+                };
+                writeln!(
+                    f,
+                    "  on disk ({}, checked {}): {state}",
+                    p.table, p.checked_at
+                )?;
+                writeln!(
+                    f,
+                    "    last vacuum: {}; dead tuples: {}",
+                    p.vacuumed_at.as_deref().unwrap_or("never"),
+                    p.dead_tuples
+                        .map_or("unknown".to_owned(), |d| d.to_string())
+                )?;
             }
         }
         Ok(())

@@ -20,6 +20,7 @@
 mod certificate;
 mod chain;
 mod export;
+mod physical;
 mod report;
 
 pub use crate::error::evidence::EvidenceError;
@@ -33,6 +34,7 @@ pub use chain::{
     verify,
 };
 pub use export::{ExportFormat, ExportRecords, ExportSummary, TimeRange, export};
+pub use physical::PhysicalState;
 pub use report::{
     ActiveHold, ActiveMatter, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report,
 };

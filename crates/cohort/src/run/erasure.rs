@@ -8,9 +8,9 @@ use sqlx::{Acquire, PgConnection};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::RunResult;
 use super::execute::{Erasure, RunSpec, in_scope};
 use super::plan::plan;
+use super::{RunResult, VacuumOptions};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{RunKind, Trigger};
@@ -73,6 +73,7 @@ pub struct ErasureRequest {
     /// Types accepted as soft-delete erasure one by one.
     soft_delete_types: Vec<Uuid>,
     cancellation: Option<CancellationToken>,
+    vacuum: Option<VacuumOptions>,
 }
 
 impl ErasureRequest {
@@ -84,6 +85,7 @@ impl ErasureRequest {
             allow_soft_delete: false,
             soft_delete_types: Vec::new(),
             cancellation: None,
+            vacuum: None,
         }
     }
 
@@ -115,6 +117,31 @@ impl ErasureRequest {
     pub fn cancel_on(mut self, token: CancellationToken) -> Self {
         self.cancellation = Some(token);
         self
+    }
+
+    /// After the run, `VACUUM (ANALYZE)` every table it changed a row in,
+    /// so the erased rows' old versions leave the table's heap (contract
+    /// SA3; [`RunResult::tables`] says how each went, and the certificate
+    /// built afterwards reports the table as vacuumed since the erasure).
+    /// `VACUUM` needs the table's owner (or `MAINTAIN` on PostgreSQL 16+).
+    ///
+    /// ```
+    /// let request = cohort::ErasureRequest::new("ann@example.com").vacuum();
+    /// assert!(request.vacuums());
+    /// ```
+    pub fn vacuum(self) -> Self {
+        self.vacuum_with(VacuumOptions::default().min_rows(1))
+    }
+
+    /// [`ErasureRequest::vacuum`] with its threshold and time bound.
+    pub fn vacuum_with(mut self, options: VacuumOptions) -> Self {
+        self.vacuum = Some(options);
+        self
+    }
+
+    /// Whether the run ends by vacuuming the tables it changed.
+    pub fn vacuums(&self) -> bool {
+        self.vacuum.is_some()
     }
 
     /// Whether this is a dry run.
@@ -195,7 +222,15 @@ impl Engine {
                 entities,
             }),
         };
-        let result = self.execute(&mut conn, scope, now, spec).await;
+        let result = match self.execute(&mut conn, scope, now, spec).await {
+            Ok(mut result) => {
+                result.tables = self
+                    .after_run(&mut conn, &result, request.vacuum.as_ref())
+                    .await;
+                Ok(result)
+            }
+            Err(e) => Err(e),
+        };
         super::sweep::close(conn).await;
         result
     }

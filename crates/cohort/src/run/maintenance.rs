@@ -101,10 +101,10 @@ pub enum VacuumOutcome {
 }
 
 impl Engine {
-    /// The maintenance report of a finished, real sweep: one entry per table
-    /// it changed rows in, vacuumed first when `vacuum` asks for it. Never
-    /// fails the sweep: a failure is its table's outcome.
-    pub(crate) async fn after_sweep(
+    /// The maintenance report of a finished, real sweep or erasure: one
+    /// entry per table it changed rows in, vacuumed first when `vacuum` asks
+    /// for it. Never fails the run: a failure is its table's outcome.
+    pub(crate) async fn after_run(
         &self,
         run_conn: &mut PgConnection,
         result: &RunResult,

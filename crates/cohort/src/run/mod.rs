@@ -113,9 +113,10 @@ pub struct RunResult {
     pub entity_failures: Vec<EntityFailure>,
     /// The registered types that are explicitly exempt (never swept).
     pub exempt: Vec<ExemptType>,
-    /// For a real sweep, each table it changed rows in: its dead tuples
-    /// after the run, and whether it was vacuumed (contract OB3). Empty for
-    /// a dry run and an erasure.
+    /// For a real sweep or erasure, each table it changed rows in: its dead
+    /// tuples after the run, and whether it was vacuumed (contracts OB3,
+    /// SA3: [`SweepOptions::vacuum`], [`ErasureRequest::vacuum`]). Empty for
+    /// a dry run.
     pub tables: Vec<TableMaintenance>,
 }
 

@@ -52,7 +52,7 @@ impl Engine {
             erasure: None,
         };
         let mut result = self.execute(conn, scope, now, spec).await?;
-        result.tables = self.after_sweep(conn, &result, vacuum.as_ref()).await;
+        result.tables = self.after_run(conn, &result, vacuum.as_ref()).await;
         Ok(result)
     }
 }

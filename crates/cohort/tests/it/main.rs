@@ -35,8 +35,9 @@
 //!   bound to the erased subject (`certificates`), the auditor's report in
 //!   Chromium (`report`). EV.
 //! - `partitions`: partition-aware purge. PT.
-//! - `subjects`: data subjects beyond erasure: change-stream markers through
-//!   a logical replication slot (`markers`). SA.
+//! - `subjects`: data subjects beyond erasure: what an erasure leaves on
+//!   disk (`physical`), change-stream markers through a logical replication
+//!   slot (`markers`). SA.
 //! - `security`: least privilege. SEC.
 //! - `reliability`: randomized histories (`history`), faults (`faults`),
 //!   property tests (`properties`), their harness (`harness`). R.

@@ -1,4 +1,6 @@
-//! Data subjects beyond erasure itself (contract SA): change-stream markers
+//! Data subjects beyond erasure itself (contract SA): what an erasure
+//! leaves on disk and vacuuming it away (`physical`), change-stream markers
 //! read back through a logical replication slot (`markers`).
 
 mod markers;
+mod physical;
