@@ -193,6 +193,49 @@ impl Cohort {
             .await
     }
 
+    /// Exports every row of `request`'s subject in `scope` into `out`
+    /// (contract SA1, GDPR art. 15): the rows an erasure of the same subject
+    /// would match (the same tenant and subject-column predicate, compared
+    /// in each column's own type, E9), across every retained type of the
+    /// scope, whatever their age or state; held rows too (access is not
+    /// erasure), each marked `held`. One read-only snapshot for all types,
+    /// streamed with memory flat in the number of rows.
+    ///
+    /// JSON Lines: one object per row, `{"type", "table", "record_id",
+    /// "held", "row"}`, `row` the row as a JSON object (columns in table
+    /// order, as `row_to_json` writes them). CSV: a header
+    /// `type,table,record_id,held,column,value` and one line per column of
+    /// each row (NULL is an empty field).
+    ///
+    /// When the whole export was written, it is recorded in
+    /// `retention_subject_access`: who asked, when, the tenant, the counts
+    /// per type and the subject as HMAC-SHA256 under the handle's subject
+    /// key, never in clear. Refused before anything is written with
+    /// [`Error::InvalidSubject`] (bad subject, or no subject column accepts
+    /// it), [`Error::InvalidRequester`] and [`Error::SubjectKeyMissing`];
+    /// [`Error::ExportWrite`] when `out` fails (the export is then not
+    /// recorded).
+    ///
+    /// ```no_run
+    /// # async fn demo(cohort: cohort::Cohort, scope: cohort::Scope) -> Result<(), cohort::Error> {
+    /// let mut file = std::io::BufWriter::new(std::fs::File::create("ann.jsonl").map_err(cohort::Error::ExportWrite)?);
+    /// let request = cohort::AccessRequest::new("ann@example.com", "ticket DSAR-1042");
+    /// let export = cohort.subject_export(&scope, chrono::Utc::now(), request, &mut file).await?;
+    /// println!("{} rows, {} held", export.rows, export.held);
+    /// # Ok(()) }
+    /// ```
+    pub async fn subject_export<Tz: TimeZone, W: std::io::Write + Send + ?Sized>(
+        &self,
+        scope: &Scope,
+        now: DateTime<Tz>,
+        request: crate::run::AccessRequest,
+        out: &mut W,
+    ) -> Result<crate::run::AccessExport, Error> {
+        self.inner
+            .run_subject_export(scope, normalise(&now)?, request, out)
+            .await
+    }
+
     /// The legal-holds repository: create, remove, list and prune holds.
     pub fn holds(&self) -> Holds<'_> {
         Holds::new(&self.inner)

@@ -38,9 +38,10 @@ pub use policy::{
     Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
 };
 pub use run::{
-    Backlog, BacklogEntry, BacklogReason, EntityFailure, ErasureRequest, ExemptType, MARKER_PREFIX,
-    MAX_SUBJECT_BYTES, PartitionDecision, PartitionPlan, Preview, PreviewEntry, RunResult, Subject,
-    SweepOptions, SweepReason, TableMaintenance, VacuumOptions, VacuumOutcome,
+    AccessExport, AccessRequest, AccessType, Backlog, BacklogEntry, BacklogReason, EntityFailure,
+    ErasureRequest, ExemptType, MARKER_PREFIX, MAX_SUBJECT_BYTES, PartitionDecision, PartitionPlan,
+    Preview, PreviewEntry, RunResult, Subject, SweepOptions, SweepReason, TableMaintenance,
+    VacuumOptions, VacuumOutcome,
 };
 pub use sql::ident::IdentProblem;
 /// The cancellation token [`SweepOptions::cancel_on`] and

@@ -75,6 +75,24 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A subject access export was asked for without saying who asked (an
+    /// empty or blank `requested_by`). Nothing was written.
+    #[error("a subject access export needs who asked for it (requested_by is empty)")]
+    InvalidRequester,
+
+    /// The handle has no subject key ([`crate::CohortBuilder::subject_key`]),
+    /// so the subject access export cannot be recorded with the subject as
+    /// a keyed hash. Nothing was written.
+    #[error(
+        "no subject key is set (CohortBuilder::subject_key): the export cannot be recorded without the subject in clear"
+    )]
+    SubjectKeyMissing,
+
+    /// Writing a subject access export to its destination failed; the
+    /// export was not recorded.
+    #[error("writing the subject access export failed: {0}")]
+    ExportWrite(#[source] std::io::Error),
+
     /// An erasure was refused because these types' categories resolve to
     /// soft-delete, which leaves personal data in the row. Nothing was written;
     /// opt in with `ErasureRequest::allow_soft_delete` if a flag is enough.

@@ -312,7 +312,7 @@ fn json_value(value: Option<String>, kind: Kind) -> serde_json::Value {
 }
 
 /// Appends `v` as one CSV field (RFC 4180).
-fn csv_field(out: &mut String, v: &str) {
+pub(crate) fn csv_field(out: &mut String, v: &str) {
     if v.contains([',', '"', '\n', '\r']) {
         out.push('"');
         out.push_str(&v.replace('"', "\"\""));

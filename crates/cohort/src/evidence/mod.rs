@@ -33,6 +33,7 @@ pub use chain::{
     ChainHead, ChainProblem, ChainTable, ProblemKind, PrunedLink, VerifyReport, chain_link_at,
     verify,
 };
+pub(crate) use export::csv_field;
 pub use export::{ExportFormat, ExportRecords, ExportSummary, TimeRange, export};
 pub use physical::PhysicalState;
 pub use report::{

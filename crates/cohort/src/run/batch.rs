@@ -119,6 +119,16 @@ fn count(v: i64) -> u64 {
 /// since the filter was read before the entity fails.
 const MAX_STALE_FILTERS: u32 = 1_000;
 
+/// Binds a statement that needs no cursor nor locked rows (a count, a
+/// subject access export's rows).
+pub(crate) fn bind_values<'q>(
+    statement: &'q Statement<P>,
+    v: &Values<'_>,
+    matters: &MatterSet,
+) -> PgQuery<'q> {
+    bind(statement, v, None, None, matters)
+}
+
 /// Binds `statement`'s parameters in order, with the type's matters.
 fn bind<'q>(
     statement: &'q Statement<P>,

@@ -159,11 +159,7 @@ impl Engine {
         request: ErasureRequest,
     ) -> Result<RunResult, Error> {
         let subject = request.subject.as_str();
-        if subject.is_empty() || subject.len() > MAX_SUBJECT_BYTES || subject.contains('\0') {
-            return Err(Error::InvalidSubject {
-                reason: "the subject must be 1 to 1024 bytes of text without NUL",
-            });
-        }
+        check_subject(subject)?;
         let inner = self;
         // Detached from the pool, as for sweeps: dropping this future closes it.
         let mut conn = inner.pool.acquire().await?.detach();
@@ -236,9 +232,20 @@ impl Engine {
     }
 }
 
+/// Refuses a subject that is empty, longer than [`MAX_SUBJECT_BYTES`] or
+/// holds a NUL.
+pub(super) fn check_subject(subject: &str) -> Result<(), Error> {
+    if subject.is_empty() || subject.len() > MAX_SUBJECT_BYTES || subject.contains('\0') {
+        return Err(Error::InvalidSubject {
+            reason: "the subject must be 1 to 1024 bytes of text without NUL",
+        });
+    }
+    Ok(())
+}
+
 /// Which subject column types accept `subject` (cast under a savepoint each,
 /// so a wrong-shaped subject is simply not a match for that column).
-async fn usable_types(
+pub(super) async fn usable_types(
     conn: &mut PgConnection,
     subject: &str,
     entities: &[&crate::model::resolved::ResolvedEntity],

@@ -1,5 +1,6 @@
 //! Preview and sweep (erasure shares the same execution model).
 
+mod access;
 mod backlog;
 mod batch;
 mod erasure;
@@ -19,6 +20,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub use access::{AccessExport, AccessRequest, AccessType};
 pub use backlog::{Backlog, BacklogEntry, BacklogReason};
 pub use erasure::{ErasureRequest, MAX_SUBJECT_BYTES, Subject};
 pub use maintenance::{TableMaintenance, VacuumOptions, VacuumOutcome};

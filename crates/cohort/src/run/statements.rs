@@ -673,6 +673,59 @@ impl Parts<'_> {
 
 impl EntitySql {
     /// The statements of `purpose` on `e` with `strategy` (not `Exempt`).
+    /// The statement of a subject access export (contract SA1): every row
+    /// of `e` an erasure of the subject would match (the same tenant and
+    /// subject predicate, E9, whatever the row's age or state), in record
+    /// id order, with whether a hold or matter covers it. Each row is
+    /// `record_id`, `held` and then, for JSON Lines, `row` (the row as a
+    /// JSON object, columns in table order) or, for CSV, one row per column
+    /// with `ord`, `column_name` and `value` (text).
+    pub(crate) fn subject_rows(
+        e: &ResolvedEntity,
+        schema: &SchemaName,
+        ledger: &Ledger,
+        subjects: Vec<&Column>,
+        per_column: bool,
+    ) -> Statement<P> {
+        let purpose = Purpose::Erasure {
+            subjects,
+            legal_minimum: false,
+        };
+        let parts = Parts {
+            e,
+            strategy: Strategy::Exempt,
+            purpose: &purpose,
+            holds: schema.table("retention_holds").to_string(),
+            ledger,
+            per_row: false,
+            schema,
+            capture: false,
+        };
+        let mut b = Params::new();
+        let eligible = parts.eligible(&mut b);
+        let held = parts.held(&mut b);
+        let rid = &e.record_id.name;
+        let text = if per_column {
+            format!(
+                "SELECT (t.{rid})::pg_catalog.text AS record_id, {held} AS held, \
+                        c.ord, c.key AS column_name, c.value \
+                 FROM {table} AS t \
+                 CROSS JOIN LATERAL pg_catalog.json_each_text(pg_catalog.row_to_json(t)) \
+                      WITH ORDINALITY AS c(key, value, ord) \
+                 WHERE {eligible} ORDER BY t.{rid}, c.ord",
+                table = e.table,
+            )
+        } else {
+            format!(
+                "SELECT (t.{rid})::pg_catalog.text AS record_id, {held} AS held, \
+                        pg_catalog.row_to_json(t)::pg_catalog.text AS row \
+                 FROM {table} AS t WHERE {eligible} ORDER BY t.{rid}",
+                table = e.table,
+            )
+        };
+        b.finish(text)
+    }
+
     pub(crate) fn build(
         e: &ResolvedEntity,
         strategy: Strategy,

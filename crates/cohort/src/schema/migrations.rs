@@ -10,7 +10,7 @@ pub use crate::error::readiness::MigrationId;
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 8] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 9] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -59,11 +59,17 @@ pub(super) const MIGRATIONS: [MigrationInfo; 8] = [
         summary: "matter holds: a scope (a data subject, or a type with an anchor window) that protects every row in it, fenced, with an evidence chain of its events",
         data_step: None,
     },
+    MigrationInfo {
+        version: 9,
+        name: "cohort_subject_access",
+        summary: "the record of subject access exports: who asked, when, counts per type, the subject only as a keyed hash",
+        data_step: None,
+    },
 ];
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -120,7 +126,9 @@ impl Migration {
 /// canonical text; migration 6 (`cohort_erasure_subject`) records an
 /// erasure's keyed subject hash in its run's chain link; migration 7
 /// (`cohort_leases`) gives runs and the scheduled worker leases instead of
-/// session locks. The last one's version is [`SCHEMA_VERSION`].
+/// session locks; migration 8 (`cohort_matters`) adds matter holds;
+/// migration 9 (`cohort_subject_access`) the record of subject access
+/// exports. The last one's version is [`SCHEMA_VERSION`].
 ///
 /// ```
 /// let schema = cohort::schema::SchemaName::new("retention")?;
@@ -316,7 +324,8 @@ mod tests {
                 "0006_cohort_erasure_subject.up.sql",
                 "0006_cohort_erasure_subject.down.sql",
                 "0007_cohort_leases.sql",
-                "0008_cohort_matters.sql"
+                "0008_cohort_matters.sql",
+                "0009_cohort_subject_access.sql"
             ]
         );
         assert_eq!(
@@ -329,7 +338,8 @@ mod tests {
                 "V5__cohort_entity_registry.sql",
                 "V6__cohort_erasure_subject.sql",
                 "V7__cohort_leases.sql",
-                "V8__cohort_matters.sql"
+                "V8__cohort_matters.sql",
+                "V9__cohort_subject_access.sql"
             ]
         );
     }
@@ -343,7 +353,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 11);
+        assert_eq!(first.len(), 12);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

@@ -29,8 +29,9 @@ use crate::sql::Ident;
 
 /// The names of Cohort's tables, in creation order: the five of migration
 /// 1, the registry of retained types (migration 5), the worker's lease
-/// (migration 7), matter holds and their evidence (migration 8).
-pub const TABLES: [&str; 9] = [
+/// (migration 7), matter holds and their evidence (migration 8), subject
+/// access exports (migration 9).
+pub const TABLES: [&str; 10] = [
     "sweep_run",
     "sweep_run_entity_summary",
     "sweep_run_row_detail",
@@ -40,6 +41,7 @@ pub const TABLES: [&str; 9] = [
     "sweep_worker_lease",
     "retention_matters",
     "retention_matter_events",
+    "retention_subject_access",
 ];
 
 pub use crate::sql::SchemaName;

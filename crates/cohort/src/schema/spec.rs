@@ -330,6 +330,10 @@ pub(super) const LEASES: i64 = 7;
 /// table, its fence and its evidence chain of events.
 pub(super) const MATTERS: i64 = 8;
 
+/// The migration that adds the record of subject access exports (contract
+/// SA1).
+pub(super) const SUBJECT_ACCESS: i64 = 9;
+
 /// The matters' fence trigger function (see [`super::matters`]).
 pub(super) const MATTER_FENCE_FUNCTION: FunctionSpec = FunctionSpec {
     name: "retention_matters_fence",
@@ -361,7 +365,7 @@ pub(super) const RUN_CHAIN_FUNCTION_SUBJECT: FunctionSpec = FunctionSpec {
 };
 
 /// Cohort's tables, in creation order (foreign keys point backwards).
-pub(super) const TABLES: [TableSpec; 9] = [
+pub(super) const TABLES: [TableSpec; 10] = [
     TableSpec {
         name: "sweep_run",
         since: 1,
@@ -802,6 +806,43 @@ pub(super) const TABLES: [TableSpec; 9] = [
         indexes: &[index(
             "retention_matter_events_matter_idx",
             &["matter_id", "chain_seq"],
+        )],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "retention_subject_access",
+        since: SUBJECT_ACCESS,
+        // One row per subject access export (contract SA1): who asked,
+        // when, in which tenant, how many rows of each type went out, and
+        // the subject only as a keyed hash. Append-only.
+        columns: &[
+            col("access_id", Uuid, true),
+            col("tenant_id", Uuid, true),
+            col("subject_hmac", Bytea, true),
+            col("requested_by", Text, true),
+            col("format", Text, true),
+            col("logical_now", Timestamptz, true),
+            col("recorded_at", Timestamptz, true),
+            col("row_count", Bigint, true),
+            col("held_count", Bigint, true),
+            col("type_counts", Jsonb, true),
+        ],
+        primary_key: key("retention_subject_access_pkey", &["access_id"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[
+            check(
+                "retention_subject_access_format_check",
+                r#""format" IN ('jsonl', 'csv')"#,
+            ),
+            check(
+                "retention_subject_access_requested_by_check",
+                r#"length(btrim("requested_by")) > 0"#,
+            ),
+        ],
+        indexes: &[index(
+            "retention_subject_access_subject_idx",
+            &["subject_hmac", "recorded_at"],
         )],
         triggers: &[],
     },
