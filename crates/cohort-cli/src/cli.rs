@@ -109,6 +109,9 @@ pub(crate) enum Command {
     /// anchor window), on hold, rows written later included.
     #[command(subcommand)]
     Matters(MattersCommand),
+    /// Data subjects: export every row held about one (an access request).
+    #[command(subcommand)]
+    Subject(SubjectCommand),
     /// The audit ledger: list runs, show one.
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -325,6 +328,37 @@ pub(crate) struct HoldsRemoveArgs {
     /// When it stops protecting, RFC 3339 [default: now].
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub(crate) at: Option<DateTime<FixedOffset>>,
+}
+
+/// `subject ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SubjectCommand {
+    /// Export every row an erasure of the subject would match, across the
+    /// retained tables of the tenant, held rows included and marked.
+    #[command(after_help = after(
+        "  cohort subject export --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 --subject ann@example.org \\\n      --requested-by \"ticket DSAR-1042\" -o ann.jsonl\n  cohort subject export --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 --subject 42 --requested-by dpo --format csv > 42.csv\n\nJSON Lines: one object per row ({type, table, record_id, held, row}); CSV: one\nline per column of each row (type,table,record_id,held,column,value). The export\nis recorded in the ledger (who asked, when, counts per table) with the subject\nonly as HMAC-SHA256(certificate_key, subject): certificate_key must be set."
+    ))]
+    Export(SubjectExportArgs),
+}
+
+/// `subject export`.
+#[derive(Debug, Args)]
+pub(crate) struct SubjectExportArgs {
+    /// Which rows.
+    #[command(flatten)]
+    pub(crate) scope: ScopeArgs,
+    /// The data subject, as the text of the value in the erasure-subject columns.
+    #[arg(long, value_name = "ID")]
+    pub(crate) subject: String,
+    /// Who asked for the export (a person, a ticket): recorded with it.
+    #[arg(long, value_name = "WHO")]
+    pub(crate) requested_by: String,
+    /// The format.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub(crate) format: ExportFormatArg,
+    /// Write to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
 }
 
 /// `matters ...`.

@@ -156,6 +156,11 @@ fn cohort_message(e: &cohort::Error) -> String {
                  (or before `cohort schema migrate` added migration 6); set COHORT_CERTIFICATE_KEY before erasing"
             )
         }
+        cohort::Error::SubjectKeyMissing => {
+            "certificate_key is not set, so the export cannot be recorded with the subject \
+             only as a keyed hash; set COHORT_CERTIFICATE_KEY (or certificate_key in cohort.toml)"
+                .to_owned()
+        }
         cohort::Error::SchemaNotReady(report) => format!(
             "{e}\n{report}fix: run `cohort schema migrate` (or apply `cohort schema sql` with your migration tool)"
         ),

@@ -224,7 +224,7 @@ impl Cohort {
     /// println!("{} rows, {} held", export.rows, export.held);
     /// # Ok(()) }
     /// ```
-    pub async fn subject_export<Tz: TimeZone, W: std::io::Write + Send + ?Sized>(
+    pub async fn subject_export<Tz: TimeZone, W: std::io::Write + ?Sized>(
         &self,
         scope: &Scope,
         now: DateTime<Tz>,

@@ -143,7 +143,7 @@ fn range(
 
 /// Where output goes: a file (written whole, then renamed into place) or
 /// stdout.
-enum Sink {
+pub(crate) enum Sink {
     File {
         path: PathBuf,
         tmp: PathBuf,
@@ -153,7 +153,7 @@ enum Sink {
 }
 
 impl Sink {
-    fn open(path: Option<&Path>) -> CliResult<Sink> {
+    pub(crate) fn open(path: Option<&Path>) -> CliResult<Sink> {
         match path {
             None => Ok(Sink::Stdout(std::io::stdout().lock())),
             Some(path) => {
@@ -171,15 +171,26 @@ impl Sink {
         }
     }
 
-    fn writer(&mut self) -> &mut dyn Write {
+    pub(crate) fn writer(&mut self) -> &mut dyn Write {
         match self {
             Sink::File { out, .. } => out,
             Sink::Stdout(s) => s,
         }
     }
 
+    /// Drops what was written: a file's partial copy is removed (an export
+    /// that failed half-way must not leave personal data behind).
+    pub(crate) fn abandon(self) {
+        if let Sink::File { tmp, out, .. } = self {
+            drop(out);
+            if let Err(e) = std::fs::remove_file(&tmp) {
+                eprintln!("warning: cannot remove {}: {e}", tmp.display());
+            }
+        }
+    }
+
     /// Flushes, and puts a file in place; the name written, if a file.
-    fn finish(self) -> CliResult<Option<PathBuf>> {
+    pub(crate) fn finish(self) -> CliResult<Option<PathBuf>> {
         match self {
             Sink::Stdout(mut s) => {
                 s.flush()

@@ -12,6 +12,7 @@ mod runs;
 mod schedule;
 mod schema;
 mod status;
+mod subject;
 mod sweep;
 mod validate;
 mod worker;
@@ -175,6 +176,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         Command::Holds(cmd) => holds::run(&ctx, &cmd).await,
         Command::Matters(cmd) => matters::run(&ctx, &cmd).await,
         Command::Runs(cmd) => runs::run(&ctx, &cmd).await,
+        Command::Subject(cmd) => subject::run(&ctx, &cmd).await,
         Command::Coverage(args) => coverage::run(&ctx, &args).await,
         Command::Schedule(args) => schedule::run(&ctx, &args),
         Command::Demo(args) => demo::run(&ctx, &args).await,

@@ -19,6 +19,7 @@ mod pooler;
 mod reading;
 mod schedule;
 mod settings;
+mod subjects;
 #[cfg(feature = "otlp")]
 mod traces;
 mod worker;
