@@ -165,6 +165,7 @@ fn builder(db: &TestDb) -> CohortBuilder {
         .entity::<Contact>()
         .entity::<Ticket>()
         .observer(SlowStart)
+        .subject_key(b"security test key".to_vec())
 }
 
 fn role(db: &TestDb) -> &str {
@@ -1335,4 +1336,55 @@ async fn the_worker_and_the_dispatcher_run_as_the_least_privileged_role() {
     assert_eq!(delivered.load(std::sync::atomic::Ordering::SeqCst), 6);
     let report = cohort.dispatcher().run_once().await.expect("again");
     assert_eq!(report.claimed, 0, "{report:?}");
+}
+
+// contract: SA1 (a subject access export reads whole rows: the sweeping
+// role's column-level grants do not let it, and it records nothing; with
+// SELECT on the tables and INSERT on retention_subject_access it exports)
+#[tokio::test]
+async fn a_subject_access_export_needs_its_own_grants_beyond_the_sweeping_roles() {
+    let db = setup().await;
+    let role = role(&db).to_owned();
+    grant(&db).await;
+    let cohort = builder(&db).build().await.expect("the granted role builds");
+    seed(&db).await;
+    let export = |cohort: &Cohort| {
+        let cohort = cohort.clone();
+        async move {
+            cohort
+                .subject_export(
+                    &scope_a(),
+                    Utc::now(),
+                    cohort::AccessRequest::new("ann@example.org", "security test"),
+                    &mut std::io::sink(),
+                )
+                .await
+        }
+    };
+    let err = export(&cohort).await.expect_err("column-level grants only");
+    assert!(err.to_string().contains("permission denied"), "{err}");
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM \"{LEDGER}\".retention_subject_access")
+        )
+        .await,
+        0
+    );
+    let r = q(&role);
+    db.exec(&format!(
+        "GRANT SELECT ON TABLE \"Host Data\".\"Case Contacts\" TO {r}; \
+         GRANT INSERT ON TABLE \"{LEDGER}\".retention_subject_access TO {r};"
+    ))
+    .await;
+    let done = export(&cohort).await.expect("with the export's grants");
+    assert_eq!(done.rows, 1);
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM \"{LEDGER}\".retention_subject_access")
+        )
+        .await,
+        1
+    );
 }

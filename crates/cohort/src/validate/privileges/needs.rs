@@ -318,7 +318,7 @@ pub(super) struct CohortTable {
 /// What the engine does to Cohort's tables today (read from `ledger::writer`,
 /// `run::execute` and `holds::statements`). Keep in step with them: the test
 /// suite runs as a role granted exactly this (`COHORT_TEST_ROLE=least`).
-pub(super) const COHORT_TABLES: [CohortTable; 8] = [
+pub(super) const COHORT_TABLES: [CohortTable; 7] = [
     CohortTable {
         name: "sweep_run",
         // Settling finds the run by id and status; recovery also reads
@@ -496,14 +496,6 @@ pub(super) const COHORT_TABLES: [CohortTable; 8] = [
         update: Columns::Only(&["expires_at", "released_at"]),
         delete: false,
         why: "the matters API puts matters on hold, extends and releases them, and every mutation checks them",
-    },
-    CohortTable {
-        name: "retention_subject_access",
-        select: Columns::None,
-        insert: Columns::All,
-        update: Columns::None,
-        delete: false,
-        why: "a subject access export records who asked, when and how many rows went out",
     },
     CohortTable {
         name: "sweep_worker_lease",

@@ -93,7 +93,8 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 id(5, "cohort_entity_registry"),
                 id(6, "cohort_erasure_subject"),
                 id(7, "cohort_leases"),
-                id(8, "cohort_matters")
+                id(8, "cohort_matters"),
+                id(9, "cohort_subject_access")
             ]
         );
 
@@ -111,7 +112,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7, 8], "schema {name:?}");
+        assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7, 8, 9], "schema {name:?}");
     }
 }
 
@@ -122,7 +123,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 11);
+    assert_eq!(written.len(), 12);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -228,7 +229,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 8);
+    assert_eq!(at_1.required_version, 9);
     let missing = vec![
         id(2, "cohort_entity_fence"),
         id(3, "cohort_row_handlers"),
@@ -237,6 +238,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         id(6, "cohort_erasure_subject"),
         id(7, "cohort_leases"),
         id(8, "cohort_matters"),
+        id(9, "cohort_subject_access"),
     ];
     assert_eq!(at_1.missing_migrations, missing);
     // The missing migrations are the one problem: what they add is not listed again.
@@ -244,17 +246,17 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 8,
+            required: 9,
             missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 8: apply migration(s) \
+            "Cohort's schema is at version 1, this library needs 9: apply migration(s) \
              2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain), \
              5 (cohort_entity_registry), 6 (cohort_erasure_subject), 7 (cohort_leases), \
-             8 (cohort_matters)"
+             8 (cohort_matters), 9 (cohort_subject_access)"
         ),
         "{at_1}"
     );
@@ -487,7 +489,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 8,
+                required: 9,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
@@ -496,7 +498,8 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
                     id(5, "cohort_entity_registry"),
                     id(6, "cohort_erasure_subject"),
                     id(7, "cohort_leases"),
-                    id(8, "cohort_matters")
+                    id(8, "cohort_matters"),
+                    id(9, "cohort_subject_access")
                 ],
             },
             ReadinessProblem::MissingColumn {
@@ -535,15 +538,18 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
             ReadinessProblem::MissingTable {
                 table: "retention_matter_events"
             },
+            ReadinessProblem::MissingTable {
+                table: "retention_subject_access"
+            },
         ],
         "{report}"
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 8): \
+            "no Cohort schema version is recorded on sweep_run (this library needs 9): \
                  apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
                  4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject), \
-                 7 (cohort_leases), 8 (cohort_matters)"
+                 7 (cohort_leases), 8 (cohort_matters), 9 (cohort_subject_access)"
         ),
         "{report}"
     );
@@ -590,7 +596,8 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
             id(5, "cohort_entity_registry"),
             id(6, "cohort_erasure_subject"),
             id(7, "cohort_leases"),
-            id(8, "cohort_matters")
+            id(8, "cohort_matters"),
+            id(9, "cohort_subject_access")
         ]
     );
     let triggers: i64 = sqlx::query_scalar(
@@ -627,7 +634,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 11] = [
+    let expected: [(i64, MigrationType, &str); 12] = [
         (
             1,
             MigrationType::Simple,
@@ -682,6 +689,11 @@ fn published_migrations_never_change() {
             8,
             MigrationType::Simple,
             "955c2494a9fa1de1a48f2a79dc332b480aa197616b47028c5c31442121487bd21575fa58da06d4a6c0bbd03f65b52fd3",
+        ),
+        (
+            9,
+            MigrationType::Simple,
+            "661ee15e9c296d8bf527c5a4450909a54907fe41a14a8b277be7258c890b37884ae12b16c640e03586a8dc50b8e15643",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
