@@ -12,6 +12,11 @@
 //! `COHORT_TEST_FORCE_PRIVATE_CLUSTER=1` skips the first two and always starts
 //! a private cluster (the harness's own tests use it).
 //!
+//! [`TestDb::logical`] makes a database on a server with `wal_level =
+//! logical`, for tests that decode the change stream: the server above when
+//! it has that level, otherwise a second private cluster started with it
+//! (the shared server's settings are never changed).
+//!
 //! The private cluster lives in a fresh directory under the system's temporary
 //! directory. A watchdog process stops it and deletes the directory once this
 //! process is gone, however it ends: normally, by a panic, killed, or by

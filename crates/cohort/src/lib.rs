@@ -73,3 +73,8 @@ pub mod __private {
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/model.md")]
 pub struct ModelGuide;
+
+/// The data-subjects guide (`docs/data-subjects.md`), compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/data-subjects.md")]
+pub struct DataSubjectsGuide;
