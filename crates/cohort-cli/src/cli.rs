@@ -109,6 +109,9 @@ pub(crate) enum Command {
     /// anchor window), on hold, rows written later included.
     #[command(subcommand)]
     Matters(MattersCommand),
+    /// The erasure register: write it, or replay it after a restore.
+    #[command(subcommand)]
+    Erasures(ErasuresCommand),
     /// Data subjects: export every row held about one (an access request).
     #[command(subcommand)]
     Subject(SubjectCommand),
@@ -259,6 +262,11 @@ pub(crate) struct EraseArgs {
     /// may; other roles get a report).
     #[arg(long)]
     pub(crate) vacuum: bool,
+    /// Append the erasure to this register file (JSON Lines, the subject
+    /// only as its keyed hash) once it settled: keep it outside the
+    /// database, to replay after a restore (`cohort erasures replay`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) register: Option<PathBuf>,
 }
 
 /// `holds ...`.
@@ -328,6 +336,48 @@ pub(crate) struct HoldsRemoveArgs {
     /// When it stops protecting, RFC 3339 [default: now].
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub(crate) at: Option<DateTime<FixedOffset>>,
+}
+
+/// `erasures ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ErasuresCommand {
+    /// Write the register of the erasures that settled since a time (JSON
+    /// Lines: run, tenant, subject hash, time), to keep outside the database.
+    #[command(after_help = after(
+        "  cohort erasures register -o /backup/erasures.jsonl\n  cohort erasures register --since 2026-11-24T00:00:00Z >> erasures.jsonl"
+    ))]
+    Register(ErasuresRegisterArgs),
+    /// After a restore: erase again every subject of the register erased
+    /// since a time, taking the subjects from your own list of requests.
+    #[command(after_help = after(
+        "  cohort erasures replay --register erasures.jsonl --subjects requests.jsonl --since 2026-11-24T00:00:00Z\n\nThe register holds only HMAC-SHA256(certificate_key, subject): --subjects is your\nown list of erasure requests, one JSON object per line, {\"tenant\": \"<uuid>\" or\nnull, \"subject\": \"...\"}. A replay is an erasure run (certify it with `cohort\ncertificate`); a second replay changes nothing. Nothing to replay: exit 0."
+    ))]
+    Replay(ErasuresReplayArgs),
+}
+
+/// `erasures register`.
+#[derive(Debug, Args)]
+pub(crate) struct ErasuresRegisterArgs {
+    /// Erasures that settled at or after this time, RFC 3339 [default: all].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) since: Option<DateTime<FixedOffset>>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+}
+
+/// `erasures replay`.
+#[derive(Debug, Args)]
+pub(crate) struct ErasuresReplayArgs {
+    /// The register, as `cohort erasures register` or `erase --register` wrote it.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) register: PathBuf,
+    /// Your own list of erasure requests: one `{"tenant": .., "subject": ..}` per line.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) subjects: PathBuf,
+    /// Replay the erasures that settled at or after this time (the backup's), RFC 3339.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) since: DateTime<FixedOffset>,
 }
 
 /// `subject ...`.

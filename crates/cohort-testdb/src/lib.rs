@@ -526,6 +526,13 @@ impl Drop for TestDb {
     }
 }
 
+/// A PostgreSQL client or server program (`pg_dump`, `pg_restore`,
+/// `initdb`, ...): on `PATH`, else the newest under
+/// `/usr/lib/postgresql/*/bin`.
+pub fn postgres_binary(name: &str) -> Option<PathBuf> {
+    find_binary(name)
+}
+
 fn find_binary(name: &str) -> Option<PathBuf> {
     if let Some(paths) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&paths) {

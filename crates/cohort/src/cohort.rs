@@ -236,6 +236,50 @@ impl Cohort {
             .await
     }
 
+    /// Replays, after a restore, the erasures of `register` that settled at
+    /// or after `since` (contract SA2, `docs/data-subjects.md`): each one's
+    /// subject is taken from `subjects`, the host's own list of erasure
+    /// requests as `(tenant, subject)` pairs (`None` for tenantless), by its
+    /// keyed hash under this handle's subject key, and erased again at
+    /// `now` in its tenant, soft-delete accepted as the recorded erasure
+    /// did. Idempotent: a subject with nothing left to erase is erased again
+    /// with no row changed. Each replay is an erasure run with its
+    /// certificate ([`crate::evidence::certificate`]); the report pairs each
+    /// with the erasure it replays ([`ReplayedErasure::original_run`]) and
+    /// lists the register's erasures no subject of the list matches.
+    /// Refused with [`Error::SubjectKeyMissing`] without a subject key.
+    ///
+    /// ```no_run
+    /// # async fn demo(cohort: cohort::Cohort) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::io::BufReader;
+    /// let file = std::fs::File::open("erasures.jsonl")?;
+    /// let register = cohort::evidence::read_erasure_register(BufReader::new(file))?;
+    /// let tenant = uuid::Uuid::parse_str("2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21").ok();
+    /// let requests = vec![(tenant, "ann@example.org".to_owned())]; // the host's own list
+    /// let since = chrono::DateTime::parse_from_rfc3339("2026-11-24T00:00:00Z")?;
+    /// let report = cohort.replay_erasures(&register, requests, since, chrono::Utc::now()).await?;
+    /// println!("{} erasures replayed, {} rows erased again", report.replayed.len(), report.affected());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`ReplayedErasure::original_run`]: crate::ReplayedErasure::original_run
+    pub async fn replay_erasures<Tz: TimeZone, Tz2: TimeZone>(
+        &self,
+        register: &[crate::evidence::RegisterEntry],
+        subjects: impl IntoIterator<Item = (Option<uuid::Uuid>, String)>,
+        since: DateTime<Tz>,
+        now: DateTime<Tz2>,
+    ) -> Result<crate::run::ReplayReport, Error> {
+        self.inner
+            .run_replay(
+                register,
+                subjects,
+                since.with_timezone(&chrono::Utc),
+                normalise(&now)?,
+            )
+            .await
+    }
+
     /// The legal-holds repository: create, remove, list and prune holds.
     pub fn holds(&self) -> Holds<'_> {
         Holds::new(&self.inner)

@@ -40,8 +40,8 @@ pub use policy::{
 pub use run::{
     AccessExport, AccessRequest, AccessType, Backlog, BacklogEntry, BacklogReason, EntityFailure,
     ErasureRequest, ExemptType, MARKER_PREFIX, MAX_SUBJECT_BYTES, PartitionDecision, PartitionPlan,
-    Preview, PreviewEntry, RunResult, Subject, SweepOptions, SweepReason, TableMaintenance,
-    VacuumOptions, VacuumOutcome,
+    Preview, PreviewEntry, ReplayFailure, ReplayReport, ReplayedErasure, RunResult, Subject,
+    SweepOptions, SweepReason, TableMaintenance, VacuumOptions, VacuumOutcome,
 };
 pub use sql::ident::IdentProblem;
 /// The cancellation token [`SweepOptions::cancel_on`] and

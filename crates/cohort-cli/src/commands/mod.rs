@@ -177,6 +177,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         Command::Matters(cmd) => matters::run(&ctx, &cmd).await,
         Command::Runs(cmd) => runs::run(&ctx, &cmd).await,
         Command::Subject(cmd) => subject::run(&ctx, &cmd).await,
+        Command::Erasures(cmd) => subject::erasures(&ctx, &cmd).await,
         Command::Coverage(args) => coverage::run(&ctx, &args).await,
         Command::Schedule(args) => schedule::run(&ctx, &args),
         Command::Demo(args) => demo::run(&ctx, &args).await,

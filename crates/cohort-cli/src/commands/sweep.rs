@@ -420,6 +420,9 @@ pub(crate) async fn erase(ctx: &Ctx, args: &EraseArgs) -> CliResult {
     if args.vacuum {
         json.tables = Some(result.tables.clone());
     }
+    if let Some(path) = &args.register {
+        super::subject::append_to_register(ctx, result.run_id, path).await?;
+    }
     if ctx.json() {
         output::json(&json)?;
     } else {

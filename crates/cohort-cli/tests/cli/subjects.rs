@@ -189,3 +189,99 @@ async fn erase_vacuum_vacuums_the_tables_it_changed_and_says_so() {
         assert_eq!(ph["vacuumed_since_erasure"], true, "{cert}");
     }
 }
+
+// contract: SA2 (the command's side: erase --register appends the erasure,
+// erasures register writes the same entry, erasures replay runs it again,
+// idempotently, says when there is nothing to replay, and fails naming an
+// erasure whose subject is not in the host's list)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasures_are_registered_outside_the_database_and_replayed() {
+    let p = Project::new().await;
+    p.sample().await;
+    ann_everywhere(&p).await;
+    let with_key = |args: &[&str]| {
+        let mut c = p.command(args);
+        c.env("COHORT_CERTIFICATE_KEY", KEY);
+        run(c)
+    };
+    let out = with_key(&[
+        "erase",
+        "--tenant",
+        TENANT,
+        "--subject",
+        ANN,
+        "--now",
+        NOW,
+        "--register",
+        "erasures.jsonl",
+    ]);
+    assert_success(&out);
+    assert!(
+        stderr(&out).contains("registered erasure"),
+        "{}",
+        stderr(&out)
+    );
+    let appended = std::fs::read_to_string(p.dir.join("erasures.jsonl")).expect("register");
+    assert_eq!(appended.lines().count(), 1, "{appended}");
+    assert!(!appended.contains(ANN), "{appended}");
+    let out = with_key(&["erasures", "register", "-o", "again.jsonl"]);
+    assert_success(&out);
+    assert_eq!(
+        std::fs::read_to_string(p.dir.join("again.jsonl")).expect("register"),
+        appended
+    );
+
+    p.write(
+        "requests.jsonl",
+        &format!("{{\"tenant\": \"{TENANT}\", \"subject\": \"{ANN}\"}}\n"),
+    );
+    let out = with_key(&[
+        "erasures",
+        "replay",
+        "--register",
+        "erasures.jsonl",
+        "--subjects",
+        "requests.jsonl",
+        "--since",
+        "2000-01-01T00:00:00Z",
+    ]);
+    assert_success(&out);
+    let said = stdout(&out);
+    assert!(
+        said.contains("0 row(s) erased again"),
+        "nothing came back: {said}"
+    );
+    let out = with_key(&[
+        "erasures",
+        "replay",
+        "--register",
+        "erasures.jsonl",
+        "--subjects",
+        "requests.jsonl",
+        "--since",
+        "2999-01-01T00:00:00Z",
+    ]);
+    assert_success(&out);
+    assert!(
+        stdout(&out).contains("nothing to replay"),
+        "{}",
+        stdout(&out)
+    );
+    p.write("requests.jsonl", "");
+    let out = with_key(&[
+        "erasures",
+        "replay",
+        "--register",
+        "erasures.jsonl",
+        "--subjects",
+        "requests.jsonl",
+        "--since",
+        "2000-01-01T00:00:00Z",
+    ]);
+    assert_eq!(code(&out), Some(3), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("not replayed: erasure"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -21,6 +21,7 @@ mod certificate;
 mod chain;
 mod export;
 mod physical;
+mod register;
 mod report;
 
 pub use crate::error::evidence::EvidenceError;
@@ -36,6 +37,9 @@ pub use chain::{
 pub(crate) use export::csv_field;
 pub use export::{ExportFormat, ExportRecords, ExportSummary, TimeRange, export};
 pub use physical::PhysicalState;
+pub use register::{
+    RegisterEntry, erasure_register_entry, read_erasure_register, write_erasure_register,
+};
 pub use report::{
     ActiveHold, ActiveMatter, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report,
 };

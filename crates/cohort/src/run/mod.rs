@@ -12,6 +12,7 @@ mod markers;
 mod partitions;
 mod plan;
 mod preview;
+mod replay;
 mod statements;
 mod sweep;
 
@@ -27,6 +28,7 @@ pub use maintenance::{TableMaintenance, VacuumOptions, VacuumOutcome};
 pub use markers::MARKER_PREFIX;
 pub use partitions::{PartitionDecision, PartitionPlan, SweepReason};
 pub use preview::{Preview, PreviewEntry};
+pub use replay::{ReplayFailure, ReplayReport, ReplayedErasure};
 pub(crate) use sweep::close;
 
 use crate::ledger::{EntitySummary, Failure, RunKind, RunStatus};
