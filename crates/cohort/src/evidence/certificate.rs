@@ -102,6 +102,11 @@ pub struct Certificate {
     /// (contract MH3). Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub matters: Vec<CertificateMatter>,
+    /// When this erasure replays, after a restore, the erasure run the
+    /// register recorded (contract SA2): the certificate of a replay says
+    /// so. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<Uuid>,
 }
 
 /// A matter hold that kept rows of an erasure ([`Certificate::matters`]).
@@ -198,7 +203,7 @@ async fn read_certificate(
     options: &CertificateOptions<'_>,
 ) -> Result<Certificate, Error> {
     let run = crate::sql::query(AssertSqlSafe(format!(
-        "SELECT r.run_kind, r.status, r.dry_run, r.tenant_id, r.error, r.chain_seq, r.subject_hmac, \
+        "SELECT r.run_kind, r.status, r.dry_run, r.tenant_id, r.error, r.chain_seq, r.subject_hmac, r.replay_of, \
                 pg_catalog.encode(r.chain_hash, 'hex') AS chain_hash, {}, {}, {} \
          FROM {} AS r WHERE r.run_id OPERATOR(pg_catalog.=) $1",
         time_text("r", "logical_now"),
@@ -320,6 +325,7 @@ async fn read_certificate(
     };
     Ok(Certificate {
         matters,
+        replay_of: run.try_get("replay_of")?,
         version: CERTIFICATE_VERSION.to_owned(),
         run_id,
         status,
@@ -420,6 +426,9 @@ impl fmt::Display for Certificate {
         match &self.subject {
             Some(s) => writeln!(f, "Subject:      {s} (HMAC-SHA256 {})", self.subject_hmac)?,
             None => writeln!(f, "Subject:      HMAC-SHA256 {}", self.subject_hmac)?,
+        }
+        if let Some(original) = self.replay_of {
+            writeln!(f, "Replay of:    {original} (erased again after a restore)")?;
         }
         writeln!(f, "Logical time: {}", self.logical_now)?;
         writeln!(f, "Started:      {}", self.started_at)?;

@@ -86,14 +86,15 @@ impl Ledger {
         tenant_id: Uuid,
         now: DateTime<Utc>,
         subject_hmac: Option<&[u8]>,
+        replay_of: Option<Uuid>,
         owner: Uuid,
         lease: chrono::TimeDelta,
     ) -> Result<(), sqlx::Error> {
         let sql = format!(
             "INSERT INTO {} (run_id, run_kind, trigger, dry_run, tenant_id, logical_now, status, started_at, \
-                             subject_hmac, owner_token, lease_expires_at) \
+                             subject_hmac, owner_token, lease_expires_at, replay_of) \
              SELECT $1, $2, $3, $4, $5, $6, 'Started', pg_catalog.statement_timestamp(), $7, $8, \
-                    pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $9::pg_catalog.interval \
+                    pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $9::pg_catalog.interval, $10 \
              FROM {ASYNC_COMMIT}",
             self.runs
         );
@@ -108,6 +109,7 @@ impl Ledger {
                 .bind(subject_hmac)
                 .bind(owner)
                 .bind(lease)
+                .bind(replay_of)
                 .execute(conn)
                 .await
                 .map(|_| ())

@@ -74,6 +74,8 @@ pub struct ErasureRequest {
     soft_delete_types: Vec<Uuid>,
     cancellation: Option<CancellationToken>,
     vacuum: Option<VacuumOptions>,
+    /// The erasure run this one replays (set by the replay only).
+    replay_of: Option<Uuid>,
 }
 
 impl ErasureRequest {
@@ -86,6 +88,7 @@ impl ErasureRequest {
             soft_delete_types: Vec::new(),
             cancellation: None,
             vacuum: None,
+            replay_of: None,
         }
     }
 
@@ -142,6 +145,12 @@ impl ErasureRequest {
     /// Whether the run ends by vacuuming the tables it changed.
     pub fn vacuums(&self) -> bool {
         self.vacuum.is_some()
+    }
+
+    /// Marks the request as the replay of erasure run `run` (contract SA2).
+    pub(crate) fn replaying(mut self, run: Uuid) -> Self {
+        self.replay_of = Some(run);
+        self
     }
 
     /// Whether this is a dry run.
@@ -215,6 +224,7 @@ impl Engine {
                     .subject_key
                     .as_deref()
                     .map(|key| crate::evidence::subject_hmac_bytes(key, subject)),
+                replay_of: request.replay_of,
                 entities,
             }),
         };

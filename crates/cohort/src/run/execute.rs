@@ -62,6 +62,8 @@ pub(crate) struct Erasure<'a> {
     /// HMAC-SHA256 of the subject under the host's subject key, recorded
     /// with the run (contract EV4); `None` without a key.
     pub(crate) subject_hmac: Option<Vec<u8>>,
+    /// The erasure run this one replays after a restore (contract SA2).
+    pub(crate) replay_of: Option<Uuid>,
     /// Per entity of the run (same order): the subject columns that accept
     /// the subject, and the rule resolved before the run started.
     pub(crate) entities: Vec<(
@@ -172,6 +174,7 @@ impl Engine {
                 spec.erasure
                     .as_ref()
                     .and_then(|e| e.subject_hmac.as_deref()),
+                spec.erasure.as_ref().and_then(|e| e.replay_of),
                 lease.token(),
                 super::lease::interval(inner.options.run_lease),
             )

@@ -105,7 +105,9 @@ impl Engine {
             };
             // The recorded erasure ran, so whatever it accepted (soft-delete
             // included) the replay accepts too.
-            let request = ErasureRequest::new(subject.as_str()).allow_soft_delete();
+            let request = ErasureRequest::new(subject.as_str())
+                .allow_soft_delete()
+                .replaying(entry.run_id);
             match self.run_erasure(&scope, now, request).await {
                 Ok(run) => report.replayed.push(ReplayedErasure {
                     original_run: entry.run_id,

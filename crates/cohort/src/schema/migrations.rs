@@ -62,7 +62,7 @@ pub(super) const MIGRATIONS: [MigrationInfo; 9] = [
     MigrationInfo {
         version: 9,
         name: "cohort_subject_access",
-        summary: "the record of subject access exports: who asked, when, counts per type, the subject only as a keyed hash",
+        summary: "the record of subject access exports (who asked, when, counts per type, the subject only as a keyed hash); an erasure names the erasure it replays",
         data_step: None,
     },
 ];

@@ -331,7 +331,7 @@ pub(super) const LEASES: i64 = 7;
 pub(super) const MATTERS: i64 = 8;
 
 /// The migration that adds the record of subject access exports (contract
-/// SA1).
+/// SA1) and marks an erasure that replays another (SA2).
 pub(super) const SUBJECT_ACCESS: i64 = 9;
 
 /// The matters' fence trigger function (see [`super::matters`]).
@@ -393,6 +393,9 @@ pub(super) const TABLES: [TableSpec; 10] = [
             // expired, and every write of the run checks the token.
             added("owner_token", Uuid, LEASES),
             added("lease_expires_at", Timestamptz, LEASES),
+            // An erasure that replays an erasure of the register after a
+            // restore names it (contract SA2); not part of the run's link.
+            added("replay_of", Uuid, SUBJECT_ACCESS),
         ],
         primary_key: key("sweep_run_pkey", &["run_id"]),
         unique: &[unique_since(

@@ -347,6 +347,7 @@ pub(super) const COHORT_TABLES: [CohortTable; 7] = [
             "status",
             "started_at",
             "subject_hmac",
+            "replay_of",
             "owner_token",
             "lease_expires_at",
         ]),

@@ -186,10 +186,11 @@ async fn insert_ledger_and_holds(db: &TestDb, s: &str, entity: Uuid) {
 
 /// The columns migration 4 (the evidence chain) adds: upgrades fill them
 /// (they seal the rows already there), so "the data survived" compares the
-/// rest. Migration 6's `subject_hmac` is NULL on every run written before it.
+/// rest. Migration 6's `subject_hmac` (and 7's lease, 9's `replay_of`) is
+/// NULL on every run written before it.
 const EVIDENCE_COLUMNS: &str = "{chain_seq,chain_prev,chain_hash,chain_payload,chain_summaries,chain_summaries_head,\
      chain_details,chain_details_head,legal_minimum_count,removal_seq,removal_prev,removal_hash,chain_bridges,\
-     subject_hmac,owner_token,lease_expires_at}";
+     subject_hmac,owner_token,lease_expires_at,replay_of}";
 
 /// The five tables of migration 1, which hold the data upgrades must keep
 /// (the registry of migration 5 starts empty).
@@ -514,6 +515,10 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
                 table: "sweep_run",
                 column: "lease_expires_at",
             },
+            ReadinessProblem::MissingColumn {
+                table: "sweep_run",
+                column: "replay_of",
+            },
             ReadinessProblem::WrongNullability {
                 table: "sweep_row_handler_status",
                 column: "detail_id",
@@ -693,7 +698,7 @@ fn published_migrations_never_change() {
         (
             9,
             MigrationType::Simple,
-            "661ee15e9c296d8bf527c5a4450909a54907fe41a14a8b277be7258c890b37884ae12b16c640e03586a8dc50b8e15643",
+            "a358b9744e7271e1d87253ea44790ae29543c83a49318f4895f8dffe6830dae7d5ebb207ef6de79053ba6eed16253aa5",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())

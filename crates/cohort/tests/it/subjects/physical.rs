@@ -110,6 +110,7 @@ async fn a_certificate_says_whether_the_erased_rows_may_still_be_on_disk_and_era
     assert_eq!(first.tables[0].table, "public.user_records");
     assert_eq!(first.tables[0].vacuum, VacuumOutcome::NotRequested);
     let cert = certify(&db, &first, subject(1)).await;
+    assert_eq!(cert.replay_of, None, "an ordinary erasure is no replay");
     let physical = user_records(&cert)
         .physical
         .as_ref()

@@ -225,6 +225,12 @@ async fn after_a_restore_the_register_replays_every_erasure_since_and_a_second_r
             cert.types.iter().map(|t| t.erased).sum::<i64>() as u64,
             replayed.affected
         );
+        assert_eq!(
+            cert.replay_of,
+            Some(replayed.original_run),
+            "the certificate says it is a replay"
+        );
+        assert!(cert.to_string().contains("Replay of:"), "{cert}");
     }
 
     // A second replay changes nothing.
