@@ -247,7 +247,10 @@ impl Cohort {
     /// certificate ([`crate::evidence::certificate`]); the report pairs each
     /// with the erasure it replays ([`ReplayedErasure::original_run`]) and
     /// lists the register's erasures no subject of the list matches.
-    /// Refused with [`Error::SubjectKeyMissing`] without a subject key.
+    /// Refused before anything is replayed with [`Error::SubjectKeyMissing`]
+    /// without a subject key, and with [`Error::InvalidSubject`] when a
+    /// subject of the list is one no erasure accepts (empty, longer than
+    /// [`crate::MAX_SUBJECT_BYTES`], or holding NUL).
     ///
     /// ```no_run
     /// # async fn demo(cohort: cohort::Cohort) -> Result<(), Box<dyn std::error::Error>> {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::ErasureRequest;
+use super::erasure::check_subject;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::evidence::RegisterEntry;
@@ -82,13 +83,14 @@ impl Engine {
             return Err(Error::SubjectKeyMissing);
         };
         // The host's subjects by (tenant, keyed hash): the register's side.
-        let by_hash: HashMap<(Uuid, String), String> = subjects
-            .into_iter()
-            .map(|(tenant, subject)| {
-                let hash = crate::evidence::subject_hmac(key, &subject);
-                ((tenant.unwrap_or(Uuid::nil()), hash), subject)
-            })
-            .collect();
+        // A subject no erasure could have taken is a mistake in the list:
+        // refused before anything is replayed.
+        let mut by_hash: HashMap<(Uuid, String), String> = HashMap::new();
+        for (tenant, subject) in subjects {
+            check_subject(&subject)?;
+            let hash = crate::evidence::subject_hmac(key, &subject);
+            by_hash.insert((tenant.unwrap_or(Uuid::nil()), hash), subject);
+        }
         let mut due: Vec<&RegisterEntry> =
             register.iter().filter(|e| e.settled_at >= since).collect();
         due.sort_by_key(|e| (e.settled_at, e.run_id));

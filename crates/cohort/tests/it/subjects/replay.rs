@@ -253,6 +253,28 @@ async fn after_a_restore_the_register_replays_every_erasure_since_and_a_second_r
         .await
         .expect("replay");
     assert_eq!(partial.unmatched, vec![entries[1].run_id]);
+    // A subject no erasure accepts is a mistake in the list: refused, and
+    // nothing is replayed.
+    let too_long = "x".repeat(cohort::MAX_SUBJECT_BYTES + 1);
+    let runs_before: i64 = sqlx::query_scalar("SELECT count(*) FROM sweep_run")
+        .fetch_one(restored.pool())
+        .await
+        .expect("runs");
+    let err = again
+        .replay_erasures(
+            &entries,
+            [(Some(t), subject(1).to_string()), (Some(t), too_long)],
+            since,
+            Utc::now(),
+        )
+        .await
+        .expect_err("an over-long subject");
+    assert!(matches!(err, Error::InvalidSubject { .. }), "{err:?}");
+    let runs_after: i64 = sqlx::query_scalar("SELECT count(*) FROM sweep_run")
+        .fetch_one(restored.pool())
+        .await
+        .expect("runs");
+    assert_eq!(runs_after, runs_before, "nothing replayed");
     // No key, no replay.
     let unkeyed = handle(&restored, None).await;
     let err = unkeyed
