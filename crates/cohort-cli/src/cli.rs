@@ -631,16 +631,24 @@ pub(crate) struct RunsListArgs {
     /// Only runs of this tenant (the nil UUID for tenantless runs).
     #[arg(long, value_name = "UUID")]
     pub(crate) tenant: Option<Uuid>,
+    /// Every column, ids and times in full (the default fits a terminal:
+    /// short ids, times to the second).
+    #[arg(long)]
+    pub(crate) wide: bool,
 }
 
 /// `runs show`.
 #[derive(Debug, Args)]
 pub(crate) struct RunsShowArgs {
-    /// The run's id, or `latest`.
+    /// The run's id (or a unique prefix of it, as `runs list` shows), or `latest`.
     pub(crate) run: String,
     /// Also list up to this many per-row audit records.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub(crate) rows: i64,
+    /// Every column of the summaries (category, NULL anchors, period, the
+    /// rule's source and reason, errors), times in full.
+    #[arg(long)]
+    pub(crate) wide: bool,
 }
 
 /// `coverage`.

@@ -9,13 +9,37 @@ use serde::Serialize;
 use crate::error::{CliError, CliResult};
 
 /// A table with the command's look: condensed borders, no colours, one line
-/// per row, as wide as its content (stable in pipes and snapshots).
+/// per row. On a terminal it fits the terminal's width (long cells wrap);
+/// in a pipe or a file it is as wide as its content (stable for scripts
+/// and snapshots).
 pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
+    let arrangement = if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        ContentArrangement::Dynamic
+    } else {
+        ContentArrangement::Disabled
+    };
     t.load_style(presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_content_arrangement(arrangement)
         .set_header(header.iter().copied());
     t
+}
+
+/// The first 8 characters of an id (as `git` abbreviates commits): what a
+/// table shows by default; `runs show` takes such a prefix back.
+pub(crate) fn short_id(id: &uuid::Uuid) -> String {
+    id.simple().to_string()[..8].to_owned()
+}
+
+/// An RFC 3339 time as [`time`] writes it, to the second, for narrow
+/// tables: `2026-11-30 10:45:20Z`. Anything else is returned as it is.
+pub(crate) fn short_time(t: &str) -> String {
+    match (t.get(..10), t.get(11..19)) {
+        (Some(date), Some(clock)) if t.len() >= 20 && t.as_bytes().get(10) == Some(&b'T') => {
+            format!("{date} {clock}Z")
+        }
+        _ => t.to_owned(),
+    }
 }
 
 /// Prints a line on stdout (a closed pipe ends the command quietly).

@@ -277,10 +277,11 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
         &RunsShowArgs {
             run: r.run_id.to_string(),
             rows: 0,
+            wide: false,
         },
     )
     .await?;
-    super::runs::print_show(&shown)?;
+    super::runs::print_show(&shown, false)?;
     let runs = super::runs::list(
         &pool,
         &schema,
@@ -289,11 +290,12 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
             status: None,
             kind: None,
             tenant: None,
+            wide: false,
         },
     )
     .await?;
     say("`cohort runs list`:")?;
-    super::runs::print_list(&runs)?;
+    super::runs::print_list(&runs, false)?;
 
     step(10, "Tenant B was never touched")?;
     let b_sessions = count(

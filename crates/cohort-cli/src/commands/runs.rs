@@ -225,13 +225,7 @@ pub(crate) async fn show(
             .persistent(false)
             .fetch_optional(&mut *tx)
             .await?
-    } else {
-        let id = Uuid::parse_str(a.run.trim()).map_err(|e| {
-            CliError::Usage(format!(
-                "{:?} is not a run id ({e}); give a run's UUID or `latest`",
-                a.run
-            ))
-        })?;
+    } else if let Ok(id) = Uuid::parse_str(a.run.trim()) {
         let sql = format!(
             "{} WHERE r.run_id OPERATOR(pg_catalog.=) $1",
             tables.run_select()
@@ -241,6 +235,34 @@ pub(crate) async fn show(
             .persistent(false)
             .fetch_optional(&mut *tx)
             .await?
+    } else {
+        // A prefix, as `runs list` shows ids: hex digits (dashes ignored).
+        let prefix: String = a.run.trim().chars().filter(|c| *c != '-').collect();
+        if prefix.len() < 4 || prefix.len() > 32 || !prefix.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(CliError::Usage(format!(
+                "{:?} is not a run id; give a run's UUID, at least its first 4 hex digits (as \
+                 `cohort runs list` shows them), or `latest`",
+                a.run
+            )));
+        }
+        let sql = format!(
+            "{} WHERE pg_catalog.replace(r.run_id::pg_catalog.text, '-', '') \
+                   LIKE pg_catalog.lower($1) OPERATOR(pg_catalog.||) '%' \
+             ORDER BY r.started_at DESC, r.run_id LIMIT 2",
+            tables.run_select()
+        );
+        let found = sqlx::query(AssertSqlSafe(sql))
+            .bind(&prefix)
+            .persistent(false)
+            .fetch_all(&mut *tx)
+            .await?;
+        if found.len() > 1 {
+            return Err(CliError::Usage(format!(
+                "{:?} is the start of more than one run id; give more of it",
+                a.run
+            )));
+        }
+        found.into_iter().next()
     };
     let Some(run) = run else {
         return Err(CliError::Usage(format!(
@@ -335,8 +357,40 @@ fn tenant_text(id: Uuid) -> String {
     }
 }
 
-/// Runs as a table.
-pub(crate) fn print_list(runs: &[RunRowJson]) -> CliResult {
+/// A tenant for a narrow table: `-`, or its id's first 8 characters.
+fn short_tenant(id: Uuid) -> String {
+    if id.is_nil() {
+        "-".to_owned()
+    } else {
+        output::short_id(&id)
+    }
+}
+
+/// Runs as a table: by default the columns that fit a terminal (short ids,
+/// times to the second); `wide`, every column in full.
+pub(crate) fn print_list(runs: &[RunRowJson], wide: bool) -> CliResult {
+    if !wide {
+        let mut t = output::table(&[
+            "run", "kind", "status", "tenant", "started", "affected", "held",
+        ]);
+        for r in runs {
+            let status = if r.dry_run {
+                format!("{} (dry run)", r.status)
+            } else {
+                r.status.clone()
+            };
+            t.add_row(vec![
+                output::short_id(&r.run_id),
+                r.kind.clone(),
+                status,
+                short_tenant(r.tenant_id),
+                output::short_time(&r.started_at),
+                r.affected.to_string(),
+                r.held.to_string(),
+            ]);
+        }
+        return output::line(t.to_string());
+    }
     let mut t = output::table(&[
         "run", "kind", "trigger", "status", "dry run", "tenant", "started", "settled", "affected",
         "held",
@@ -358,27 +412,77 @@ pub(crate) fn print_list(runs: &[RunRowJson]) -> CliResult {
     output::line(t.to_string())
 }
 
-/// One run for people.
-pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
+/// One run for people: by default the summary columns that fit a
+/// terminal (errors below the table); `wide`, every column.
+pub(crate) fn print_show(s: &RunShowJson, wide: bool) -> CliResult {
     let r = &s.run;
+    let when = |t: &str| {
+        if wide {
+            t.to_owned()
+        } else {
+            output::short_time(t)
+        }
+    };
     output::line(format!(
-        "run {}: {} {} ({}{}), tenant {}",
+        "run {}: {} {} ({}{})",
         r.run_id,
         r.kind,
         r.status,
         r.trigger,
         if r.dry_run { ", dry run" } else { "" },
-        tenant_text(r.tenant_id)
     ))?;
+    output::line(format!("  tenant {}", tenant_text(r.tenant_id)))?;
     output::line(format!(
         "  logical now {}, started {}, settled {}",
-        r.logical_now,
-        r.started_at,
-        opt(r.settled_at.as_deref())
+        when(&r.logical_now),
+        when(&r.started_at),
+        r.settled_at.as_deref().map_or_else(|| "-".to_owned(), when)
     ))?;
     if let Some(e) = &r.error {
         output::line(format!("  error: {e}"))?;
     }
+    if !wide {
+        let mut t = output::table(&[
+            "table",
+            "strategy",
+            "status",
+            "affected",
+            "held",
+            "skipped",
+            "legal min.",
+            "cutoff",
+        ]);
+        for x in &s.summaries {
+            t.add_row(vec![
+                x.entity.clone(),
+                opt(x.strategy.as_deref()),
+                opt(x.status.as_deref()),
+                x.affected.to_string(),
+                x.held.to_string(),
+                x.skipped.to_string(),
+                x.legal_minimum.to_string(),
+                x.cutoff
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), output::short_time),
+            ]);
+        }
+        output::line(t.to_string())?;
+        for x in s.summaries.iter().filter(|x| x.error.is_some()) {
+            output::line(format!(
+                "  error in {}: {}",
+                x.entity,
+                opt(x.error.as_deref())
+            ))?;
+        }
+        output::line("  (--wide: category, NULL anchors, period, the rule's source and reason)")?;
+    } else {
+        print_summaries_wide(s)?;
+    }
+    print_rest(s, wide)
+}
+
+/// Every summary column.
+fn print_summaries_wide(s: &RunShowJson) -> CliResult {
     let mut t = output::table(&[
         "table",
         "category",
@@ -413,7 +517,12 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
             opt(x.error.as_deref()),
         ]);
     }
-    output::line(t.to_string())?;
+    output::line(t.to_string())
+}
+
+/// What follows the summaries: the cancellation note and the row details.
+fn print_rest(s: &RunShowJson, wide: bool) -> CliResult {
+    let r = &s.run;
     if r.status == "Cancelled" {
         output::line(format!("  {}", super::sweep::CANCELLED_SKIPPED))?;
     }
@@ -424,9 +533,17 @@ pub(crate) fn print_show(s: &RunShowJson) -> CliResult {
             t.add_row(vec![
                 x.entity.clone(),
                 x.record_id.clone(),
-                tenant_text(x.tenant_id),
+                if wide {
+                    tenant_text(x.tenant_id)
+                } else {
+                    short_tenant(x.tenant_id)
+                },
                 x.action.clone(),
-                x.created_at.clone(),
+                if wide {
+                    x.created_at.clone()
+                } else {
+                    output::short_time(&x.created_at)
+                },
             ]);
         }
         output::line(t.to_string())?;
@@ -444,7 +561,7 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &RunsCommand) -> CliResult {
             if ctx.json() {
                 output::json(&runs)
             } else {
-                print_list(&runs)
+                print_list(&runs, a.wide)
             }
         }
         RunsCommand::Show(a) => {
@@ -452,7 +569,7 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &RunsCommand) -> CliResult {
             if ctx.json() {
                 output::json(&s)
             } else {
-                print_show(&s)
+                print_show(&s, a.wide)
             }
         }
         RunsCommand::Export(a) => super::evidence::export(&pool, &schema, a).await,

@@ -22,5 +22,6 @@ mod settings;
 mod subjects;
 #[cfg(feature = "otlp")]
 mod traces;
+mod widths;
 mod worker;
 mod worker_metrics;

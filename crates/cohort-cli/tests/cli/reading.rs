@@ -40,6 +40,10 @@ fn settings(runs: &[(&str, &str)]) -> insta::Settings {
     s.set_prepend_module_to_snapshot(false);
     for (id, name) in runs {
         s.add_filter(&regex_escape(id), *name);
+        // The short form narrow tables show (the first 8 hex digits).
+        if let Some(short) = id.get(..8) {
+            s.add_filter(&format!(r"\b{}\b", regex_escape(short)), "[run id]");
+        }
     }
     // Cohort's schema version grows with the library's migrations; the
     // shape of the output does not.
@@ -61,6 +65,7 @@ fn settings(runs: &[(&str, &str)]) -> insta::Settings {
             &format!(r"{d}T\d\d:\d\d:\d\d\.\d{{6}}Z"),
             "[database clock           ]",
         );
+        s.add_filter(&format!(r"{d} \d\d:\d\d:\d\dZ"), "[database clock    ]");
     }
     s
 }
