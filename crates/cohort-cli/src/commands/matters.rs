@@ -211,16 +211,12 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &MattersCommand) -> CliResult {
                 .await
                 .map_err(|e| spoken(e, &model))?;
             let json = matter_json(&matter, &model);
-            if ctx.json() {
-                output::json(&json)
-            } else {
-                output::line(format!(
-                    "matter {} created: it protects {}, rows written later included",
-                    matter.matter_id,
-                    covers(&json)
-                ))?;
-                print_matters(&[json])
-            }
+            let said = format!(
+                "matter {} created: it protects {}, rows written later included",
+                matter.matter_id,
+                covers(&json)
+            );
+            one_matter(ctx, json, &said)
         }
         MattersCommand::List(a) => {
             let now = Utc::now();
@@ -270,16 +266,12 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &MattersCommand) -> CliResult {
                 .await
                 .map_err(|e| spoken(e, &model))?;
             let json = matter_json(&matter, &model);
-            if ctx.json() {
-                output::json(&json)
-            } else {
-                output::line(format!(
-                    "matter {} now protects until {}",
-                    matter.matter_id,
-                    json.expires_at.as_deref().unwrap_or("released")
-                ))?;
-                print_matters(&[json])
-            }
+            let said = format!(
+                "matter {} now protects until {}",
+                matter.matter_id,
+                json.expires_at.as_deref().unwrap_or("released")
+            );
+            one_matter(ctx, json, &said)
         }
         MattersCommand::Release(a) => {
             let matter = cohort
@@ -288,15 +280,22 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &MattersCommand) -> CliResult {
                 .await
                 .map_err(|e| spoken(e, &model))?;
             let json = matter_json(&matter, &model);
-            if ctx.json() {
-                output::json(&json)
-            } else {
-                output::line(format!(
-                    "matter {} released: what it covered is no longer protected by it",
-                    matter.matter_id
-                ))?;
-                print_matters(&[json])
-            }
+            let said = format!(
+                "matter {} released: what it covered is no longer protected by it",
+                matter.matter_id
+            );
+            one_matter(ctx, json, &said)
         }
+    }
+}
+
+/// The end of `add`, `extend` and `release`: the matter as JSON, or what
+/// happened in a sentence and the matter as a table.
+fn one_matter(ctx: &Ctx, json: MatterJson, said: &str) -> CliResult {
+    if ctx.json() {
+        output::json(&json)
+    } else {
+        output::line(said)?;
+        print_matters(&[json])
     }
 }
