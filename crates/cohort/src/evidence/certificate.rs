@@ -6,7 +6,7 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::physical::PhysicalState;
@@ -185,12 +185,7 @@ pub async fn certificate(
     // One read-only snapshot: the run and its summaries agree, and every
     // statement is inside a transaction (a pooler in transaction mode keeps
     // them on one server connection).
-    let mut tx = if conn.is_in_transaction() {
-        conn.begin().await?
-    } else {
-        conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await?
-    };
+    let mut tx = super::snapshot(conn).await?;
     let certificate = read_certificate(&mut tx, schema, run_id, options).await?;
     tx.commit().await?;
     Ok(certificate)

@@ -11,7 +11,7 @@ use std::fmt;
 
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::to_hex;
@@ -282,12 +282,7 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
 /// ```
 pub async fn verify(conn: &mut PgConnection, schema: &SchemaName) -> Result<VerifyReport, Error> {
     super::ensure_ready(conn, schema).await?;
-    let mut tx = if conn.is_in_transaction() {
-        conn.begin().await?
-    } else {
-        conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await?
-    };
+    let mut tx = super::snapshot(conn).await?;
     let mut report = VerifyReport {
         schema: schema.clone(),
         runs: 0,

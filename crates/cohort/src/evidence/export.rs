@@ -5,7 +5,7 @@ use std::io::Write;
 
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 
 use super::EvidenceError;
 use crate::error::Error;
@@ -245,12 +245,7 @@ pub async fn export<W: Write + ?Sized>(
     out: &mut W,
 ) -> Result<ExportSummary, Error> {
     super::ensure_ready(conn, schema).await?;
-    let mut tx = if conn.is_in_transaction() {
-        conn.begin().await?
-    } else {
-        conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await?
-    };
+    let mut tx = super::snapshot(conn).await?;
     let columns = records.columns();
     let io = |e: std::io::Error| Error::from(EvidenceError::Io(e));
     if format == ExportFormat::Csv {

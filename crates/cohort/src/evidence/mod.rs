@@ -44,6 +44,19 @@ pub use report::{
     ActiveHold, ActiveMatter, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report,
 };
 
+/// One read-only snapshot for every read of an evidence call (so its parts
+/// agree, and through a pooler in transaction mode they stay on one server
+/// connection); a savepoint in the caller's transaction when one is open.
+pub(crate) async fn snapshot(
+    conn: &mut PgConnection,
+) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
+    if sqlx::Connection::is_in_transaction(conn) {
+        sqlx::Connection::begin(conn).await
+    } else {
+        sqlx::Connection::begin_with(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await
+    }
+}
+
 /// Lower-case hex of `bytes`.
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
     hex::encode(bytes)

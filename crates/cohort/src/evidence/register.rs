@@ -9,7 +9,7 @@ use std::io::{BufRead, Write};
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::{EvidenceError, to_hex};
@@ -68,12 +68,7 @@ pub async fn write_erasure_register<W: Write + ?Sized>(
     out: &mut W,
 ) -> Result<u64, Error> {
     super::ensure_ready(conn, schema).await?;
-    let mut tx = if conn.is_in_transaction() {
-        conn.begin().await?
-    } else {
-        conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await?
-    };
+    let mut tx = super::snapshot(conn).await?;
     let io = |e: std::io::Error| Error::from(EvidenceError::Io(e));
     let mut written = 0u64;
     {

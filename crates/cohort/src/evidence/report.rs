@@ -10,7 +10,7 @@ use askama::Template;
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use plotters::prelude::*;
-use sqlx::{Connection, PgConnection, Row};
+use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
 use super::{ChainHead, EvidenceError, TimeRange, VerifyReport, verify};
@@ -179,12 +179,7 @@ pub async fn audit_report(
     // One read-only snapshot for the verification and the figures, every
     // statement inside it (a pooler in transaction mode keeps them on one
     // server connection).
-    let mut tx = if conn.is_in_transaction() {
-        conn.begin().await?
-    } else {
-        conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await?
-    };
+    let mut tx = super::snapshot(conn).await?;
     let report = read_report(&mut tx, schema, options).await?;
     tx.commit().await?;
     Ok(report)

@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use crate::support::{TestDb, db_with_cohort};
+use crate::support::{TestDb, child, db_with_cohort};
 use cohort::evidence::{ExportFormat, ExportRecords, TimeRange, export};
 use cohort::schema::SchemaName;
 use sqlx::Connection;
@@ -32,14 +32,8 @@ const LARGE: i64 = 200_000;
 /// difference and a fourteenth of the buffered one's.
 const BOUND_KIB: u64 = 8 * 1024;
 
-/// The name libtest knows this module's test `name` by (the module path
-/// without the crate's name), for running that test alone in a child
-/// process with `--exact`.
 fn this_test(name: &str) -> String {
-    let module = module_path!()
-        .split_once("::")
-        .map_or("", |(_, module)| module);
-    format!("{module}::{name}")
+    child::test_path(module_path!(), name)
 }
 
 /// The child's environment: the database URL, the range's bounds (RFC
@@ -48,17 +42,6 @@ const CHILD_VAR: &str = "COHORT_EV2_EXPORT_CHILD";
 
 /// What the child prints on stdout, before its numbers.
 const CHILD_LINE: &str = "EV2-CHILD";
-
-/// `VmHWM` (peak resident set) of this process, KiB.
-fn vm_hwm_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .expect("/proc/self/status")
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM")
-}
 
 /// The child side: when [`CHILD_VAR`] is set, exports the row details of
 /// its range to `std::io::sink()` and prints the records written and the
@@ -80,7 +63,7 @@ async fn child_export_process() {
         other => panic!("format {other}"),
     };
     let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
-    let before = vm_hwm_kib();
+    let before = child::vm_hwm_kib();
     let written = export(
         &mut conn,
         &SchemaName::public(),
@@ -91,7 +74,7 @@ async fn child_export_process() {
     )
     .await
     .expect("export");
-    let after = vm_hwm_kib();
+    let after = child::vm_hwm_kib();
     println!(
         "{CHILD_LINE} records={} before_kib={before} peak_kib={after}",
         written.records
@@ -110,44 +93,19 @@ struct Peak {
 
 /// Runs the export of `range` as `format` in a child process.
 async fn export_in_child(db: &TestDb, range: (&str, &str), format: &str) -> Peak {
-    let exe = std::env::current_exe().expect("the test binary");
     let spec = format!("{} {} {} {format}", db.url(), range.0, range.1);
     let clock = Instant::now();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(exe)
-            .args([
-                "--exact",
-                this_test("child_export_process").as_str(),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_VAR, spec)
-            .output()
-            .expect("child")
-    })
-    .await
-    .expect("join");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "child failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let line = stdout
-        .lines()
-        .find_map(|l| l.split_once(CHILD_LINE).map(|(_, rest)| rest))
-        .unwrap_or_else(|| panic!("no {CHILD_LINE} line: {stdout}"));
-    let field = |name: &str| -> u64 {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {line}"))
-    };
+    let line = child::run_child(
+        this_test("child_export_process"),
+        CHILD_VAR,
+        spec,
+        CHILD_LINE,
+    )
+    .await;
     Peak {
-        records: field("records"),
-        before_kib: field("before_kib"),
-        peak_kib: field("peak_kib"),
+        records: line.field("records"),
+        before_kib: line.field("before_kib"),
+        peak_kib: line.field("peak_kib"),
         secs: clock.elapsed().as_secs_f64(),
     }
 }

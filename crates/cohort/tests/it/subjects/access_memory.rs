@@ -12,7 +12,7 @@ use cohort::{AccessRequest, Capabilities, Cohort, Period, Rule, Scope, Strategy,
 use uuid::Uuid;
 
 use crate::support::models::*;
-use crate::support::{TestDb, TestRules, db_with_cohort};
+use crate::support::{TestDb, TestRules, child, db_with_cohort};
 
 const SMALL: i64 = 20_000;
 const LARGE: i64 = 200_000;
@@ -35,20 +35,7 @@ fn subject(n: u128) -> Uuid {
 }
 
 fn this_test(name: &str) -> String {
-    let module = module_path!()
-        .split_once("::")
-        .map_or("", |(_, module)| module);
-    format!("{module}::{name}")
-}
-
-fn vm_hwm_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .expect("/proc/self/status")
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM")
+    child::test_path(module_path!(), name)
 }
 
 /// The child side: when [`CHILD_VAR`] is set (`<url> <subject> <format>`),
@@ -84,7 +71,7 @@ async fn child_subject_export_process() {
         .build()
         .await
         .expect("model");
-    let before = vm_hwm_kib();
+    let before = child::vm_hwm_kib();
     let export = cohort
         .subject_export(
             &Scope::Tenant(TenantContext::new(tenant())),
@@ -94,7 +81,7 @@ async fn child_subject_export_process() {
         )
         .await
         .expect("export");
-    let after = vm_hwm_kib();
+    let after = child::vm_hwm_kib();
     println!(
         "{CHILD_LINE} rows={} before_kib={before} peak_kib={after}",
         export.rows
@@ -103,40 +90,15 @@ async fn child_subject_export_process() {
 
 /// What a child reported: rows, peak KiB.
 async fn export_in_child(db: &TestDb, who: Uuid, format: &str) -> (u64, u64) {
-    let exe = std::env::current_exe().expect("the test binary");
     let spec = format!("{} {who} {format}", db.url());
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(exe)
-            .args([
-                "--exact",
-                this_test("child_subject_export_process").as_str(),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_VAR, spec)
-            .output()
-            .expect("child")
-    })
-    .await
-    .expect("join");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "child failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let line = stdout
-        .lines()
-        .find_map(|l| l.split_once(CHILD_LINE).map(|(_, rest)| rest))
-        .unwrap_or_else(|| panic!("no {CHILD_LINE} line: {stdout}"));
-    let field = |name: &str| -> u64 {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {line}"))
-    };
-    (field("rows"), field("peak_kib"))
+    let line = child::run_child(
+        this_test("child_subject_export_process"),
+        CHILD_VAR,
+        spec,
+        CHILD_LINE,
+    )
+    .await;
+    (line.field("rows"), line.field("peak_kib"))
 }
 
 // contract: SA1

@@ -5,6 +5,7 @@
 //! [`fixtures`], shared audit observers in [`observers`].
 #![allow(dead_code, unreachable_pub)]
 
+pub mod child;
 pub mod fixtures;
 pub mod models;
 pub mod observers;
