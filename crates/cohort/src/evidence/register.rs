@@ -73,10 +73,8 @@ pub async fn write_erasure_register<W: Write + ?Sized>(
     let mut written = 0u64;
     {
         let mut rows = crate::sql::query(AssertSqlSafe(format!(
-            "SELECT r.run_id, r.tenant_id, r.subject_hmac, r.settled_at, r.status \
-             FROM {} AS r \
-             WHERE r.run_kind OPERATOR(pg_catalog.=) 'Erasure' AND NOT r.dry_run \
-               AND r.subject_hmac IS NOT NULL AND r.settled_at IS NOT NULL \
+            "SELECT {ENTRY_COLUMNS} FROM {} AS r \
+             WHERE {IN_REGISTER} \
                AND ($1::pg_catalog.timestamptz IS NULL OR r.settled_at OPERATOR(pg_catalog.>=) $1) \
              ORDER BY r.settled_at, r.run_id",
             schema.table("sweep_run")
@@ -84,14 +82,7 @@ pub async fn write_erasure_register<W: Write + ?Sized>(
         .bind(since)
         .fetch(&mut *tx);
         while let Some(row) = rows.try_next().await? {
-            let hmac: Vec<u8> = row.try_get("subject_hmac")?;
-            let entry = RegisterEntry {
-                run_id: row.try_get("run_id")?,
-                tenant_id: row.try_get("tenant_id")?,
-                subject_hmac: to_hex(&hmac),
-                settled_at: row.try_get("settled_at")?,
-                status: row.try_get("status")?,
-            };
+            let entry = entry_of(&row)?;
             let mut line =
                 serde_json::to_string(&entry).map_err(|e| io(std::io::Error::other(e)))?;
             line.push('\n');
@@ -116,10 +107,8 @@ pub async fn erasure_register_entry(
     super::ensure_ready(conn, schema).await?;
     let row = crate::sql::txn::alone(conn, async |conn| {
         crate::sql::query(AssertSqlSafe(format!(
-            "SELECT r.run_id, r.tenant_id, r.subject_hmac, r.settled_at, r.status \
-             FROM {} AS r \
-             WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND r.run_kind OPERATOR(pg_catalog.=) 'Erasure' \
-               AND NOT r.dry_run AND r.subject_hmac IS NOT NULL AND r.settled_at IS NOT NULL",
+            "SELECT {ENTRY_COLUMNS} FROM {} AS r \
+             WHERE r.run_id OPERATOR(pg_catalog.=) $1 AND {IN_REGISTER}",
             schema.table("sweep_run")
         )))
         .bind(run_id)
@@ -127,17 +116,25 @@ pub async fn erasure_register_entry(
         .await
     })
     .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
+    row.as_ref().map(entry_of).transpose().map_err(Error::from)
+}
+
+/// The columns of a register entry, and the runs that are in the register
+/// (settled, real erasures that recorded their subject's hash), for
+/// `FROM <runs> AS r WHERE ...`.
+const ENTRY_COLUMNS: &str = "r.run_id, r.tenant_id, r.subject_hmac, r.settled_at, r.status";
+const IN_REGISTER: &str = "r.run_kind OPERATOR(pg_catalog.=) 'Erasure' AND NOT r.dry_run \
+     AND r.subject_hmac IS NOT NULL AND r.settled_at IS NOT NULL";
+
+fn entry_of(row: &sqlx::postgres::PgRow) -> Result<RegisterEntry, sqlx::Error> {
     let hmac: Vec<u8> = row.try_get("subject_hmac")?;
-    Ok(Some(RegisterEntry {
+    Ok(RegisterEntry {
         run_id: row.try_get("run_id")?,
         tenant_id: row.try_get("tenant_id")?,
         subject_hmac: to_hex(&hmac),
         settled_at: row.try_get("settled_at")?,
         status: row.try_get("status")?,
-    }))
+    })
 }
 
 /// Reads a register written by [`write_erasure_register`] (or appended to

@@ -11,15 +11,13 @@ use sqlx::{Connection, Row};
 use uuid::Uuid;
 
 use super::batch::{Values, bind_values};
-use super::erasure::{Subject, check_subject, usable_types};
-use super::execute::in_scope;
+use super::erasure::{Subject, check_subject, subject_columns};
 use super::statements::EntitySql;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::evidence::{ExportFormat, csv_field};
 use crate::holds::matter_set::MatterSet;
 use crate::ledger::Ledger;
-use crate::model::resolved::Column;
 use crate::policy::{Scope, Strategy};
 use crate::sql::{AssertSqlSafe, PgTime};
 
@@ -96,12 +94,6 @@ pub struct AccessExport {
     pub types: Vec<AccessType>,
 }
 
-/// One type's part of the export.
-struct Part<'a> {
-    entity: &'a crate::model::resolved::ResolvedEntity,
-    columns: Vec<&'a Column>,
-}
-
 impl Engine {
     /// The export of `request` in `scope` at `now`, into `out`.
     pub(crate) async fn run_subject_export<W: Write + ?Sized>(
@@ -122,32 +114,7 @@ impl Engine {
         let mut conn = self.pool.acquire().await?.detach();
         let result = async {
             self.ensure_ready(&mut conn).await?;
-            let candidates: Vec<_> = self
-                .model
-                .entities
-                .iter()
-                .filter(|e| in_scope(e, scope) && !e.subjects.is_empty())
-                .collect();
-            let usable = usable_types(&mut conn, subject, &candidates).await?;
-            let parts: Vec<Part<'_>> = candidates
-                .into_iter()
-                .filter_map(|e| {
-                    let columns: Vec<&Column> = e
-                        .subjects
-                        .iter()
-                        .filter(|c| usable.get(&c.cmp_type).copied().unwrap_or(false))
-                        .collect();
-                    (!columns.is_empty()).then_some(Part {
-                        entity: e,
-                        columns,
-                    })
-                })
-                .collect();
-            if parts.is_empty() {
-                return Err(Error::InvalidSubject {
-                    reason: "no erasure-subject column of this scope's retained types accepts the subject",
-                });
-            }
+            let parts = subject_columns(&mut conn, subject, &self.model.entities, scope).await?;
             // One snapshot across every type: the export is the subject's
             // data at one moment.
             let mut tx = conn
@@ -166,14 +133,12 @@ impl Engine {
             let tenant = scope.tenant().map(|t| t.id);
             let mut types = Vec::with_capacity(parts.len());
             let mut line = String::new();
-            for part in parts {
-                let e = part.entity;
+            for (e, columns) in parts {
                 let table = e.table.unquoted();
                 let statement =
-                    EntitySql::subject_rows(e, &self.schema, &ledger, part.columns, per_column);
+                    EntitySql::subject_rows(e, &self.schema, &ledger, columns, per_column);
                 let matters =
-                    MatterSet::read_in(&mut tx, &self.schema, e, tenant, None, None)
-                        .await?;
+                    MatterSet::read_in(&mut tx, &self.schema, e, tenant, None, None).await?;
                 let values = Values {
                     entity: e,
                     tenant,

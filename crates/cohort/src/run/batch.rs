@@ -531,17 +531,10 @@ impl EntityBatches<'_> {
         if let (Ok((batch, _)), Some(kind)) = (&result, self.values.marker)
             && batch.affected > 0
         {
-            let e = self.values.entity;
+            let v = &self.values;
             let marker = ChangeMarker {
-                run: self.values.run,
-                kind: markers::kind_name(kind),
-                entity_type: e.type_name(),
-                entity: e.entity_id,
-                table: e.table.unquoted(),
-                strategy: markers::strategy_name(self.values.strategy),
                 batch: Some(number),
-                partition: None,
-                rows: batch.affected,
+                ..ChangeMarker::new(v.run, kind, v.entity, v.strategy, batch.affected)
             };
             if let Err(e) = markers::emit(conn, &marker).await {
                 result = Err(db(e));

@@ -14,7 +14,7 @@ use super::{RunResult, VacuumOptions};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{RunKind, Trigger};
-use crate::model::resolved::Column;
+use crate::model::resolved::{Column, ResolvedEntity};
 use crate::policy::{Scope, Strategy};
 use crate::sql::AssertSqlSafe;
 
@@ -174,24 +174,10 @@ impl Engine {
         let mut conn = inner.pool.acquire().await?.detach();
         self.ensure_ready(&mut conn).await?;
 
-        let candidates: Vec<_> = inner
-            .model
-            .entities
-            .iter()
-            .filter(|e| in_scope(e, scope) && !e.subjects.is_empty())
-            .collect();
-        let usable_types = usable_types(&mut conn, subject, &candidates).await?;
+        let matched = subject_columns(&mut conn, subject, &inner.model.entities, scope).await?;
         let mut entities = Vec::new();
         let mut refused = Vec::new();
-        for e in candidates {
-            let columns: Vec<&Column> = e
-                .subjects
-                .iter()
-                .filter(|c| usable_types.get(&c.cmp_type).copied().unwrap_or(false))
-                .collect();
-            if columns.is_empty() {
-                continue;
-            }
+        for (e, columns) in matched {
             let planned = plan(inner.provider.as_ref(), e, scope.tenant(), now).await;
             let soft_delete = planned
                 .as_ref()
@@ -206,11 +192,6 @@ impl Engine {
         if !refused.is_empty() {
             return Err(Error::SoftDeleteErasureRefused {
                 entity_types: refused,
-            });
-        }
-        if entities.is_empty() {
-            return Err(Error::InvalidSubject {
-                reason: "no erasure-subject column of this scope's retained types accepts the subject",
             });
         }
         let spec = RunSpec {
@@ -228,15 +209,12 @@ impl Engine {
                 entities,
             }),
         };
-        let result = match self.execute(&mut conn, scope, now, spec).await {
-            Ok(mut result) => {
-                result.tables = self
-                    .after_run(&mut conn, &result, request.vacuum.as_ref())
-                    .await;
-                Ok(result)
-            }
-            Err(e) => Err(e),
-        };
+        let mut result = self.execute(&mut conn, scope, now, spec).await;
+        if let Ok(run) = &mut result {
+            run.tables = self
+                .after_run(&mut conn, run, request.vacuum.as_ref())
+                .await;
+        }
         super::sweep::close(conn).await;
         result
     }
@@ -253,12 +231,46 @@ pub(super) fn check_subject(subject: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Which subject column types accept `subject` (cast under a savepoint each,
-/// so a wrong-shaped subject is simply not a match for that column).
-pub(super) async fn usable_types(
+/// The retained types of `scope` with the erasure-subject columns whose
+/// type accepts `subject`, in model order (types where none does are left
+/// out): the rows an erasure and a subject access export both match (E9).
+/// [`Error::InvalidSubject`] when no type is left.
+pub(super) async fn subject_columns<'e>(
     conn: &mut PgConnection,
     subject: &str,
-    entities: &[&crate::model::resolved::ResolvedEntity],
+    entities: &'e [ResolvedEntity],
+    scope: &Scope,
+) -> Result<Vec<(&'e ResolvedEntity, Vec<&'e Column>)>, Error> {
+    let candidates: Vec<&ResolvedEntity> = entities
+        .iter()
+        .filter(|e| in_scope(e, scope) && !e.subjects.is_empty())
+        .collect();
+    let usable = usable_types(conn, subject, &candidates).await?;
+    let matched: Vec<_> = candidates
+        .into_iter()
+        .filter_map(|e| {
+            let columns: Vec<&Column> = e
+                .subjects
+                .iter()
+                .filter(|c| usable.get(&c.cmp_type).copied().unwrap_or(false))
+                .collect();
+            (!columns.is_empty()).then_some((e, columns))
+        })
+        .collect();
+    if matched.is_empty() {
+        return Err(Error::InvalidSubject {
+            reason: "no erasure-subject column of this scope's retained types accepts the subject",
+        });
+    }
+    Ok(matched)
+}
+
+/// Which subject column types accept `subject` (cast under a savepoint each,
+/// so a wrong-shaped subject is simply not a match for that column).
+async fn usable_types(
+    conn: &mut PgConnection,
+    subject: &str,
+    entities: &[&ResolvedEntity],
 ) -> Result<HashMap<String, bool>, Error> {
     let mut usable = HashMap::new();
     let mut tx = conn.begin().await?;

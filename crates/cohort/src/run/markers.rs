@@ -16,6 +16,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::ledger::RunKind;
+use crate::model::resolved::ResolvedEntity;
 use crate::policy::Strategy;
 
 /// The prefix of Cohort's logical decoding messages.
@@ -49,8 +50,32 @@ pub(crate) struct ChangeMarker<'a> {
     pub(crate) rows: u64,
 }
 
+impl<'a> ChangeMarker<'a> {
+    /// The marker of `rows` changed in `entity` by run `run`; the caller
+    /// sets [`ChangeMarker::batch`] or [`ChangeMarker::partition`].
+    pub(crate) fn new(
+        run: Uuid,
+        kind: RunKind,
+        entity: &'a ResolvedEntity,
+        strategy: Strategy,
+        rows: u64,
+    ) -> ChangeMarker<'a> {
+        ChangeMarker {
+            run,
+            kind: kind_name(kind),
+            entity_type: entity.type_name(),
+            entity: entity.entity_id,
+            table: entity.table.unquoted(),
+            strategy: strategy_name(strategy),
+            batch: None,
+            partition: None,
+            rows,
+        }
+    }
+}
+
 /// The marker's name for a run kind.
-pub(crate) fn kind_name(kind: RunKind) -> &'static str {
+fn kind_name(kind: RunKind) -> &'static str {
     match kind {
         RunKind::Sweep => "sweep",
         RunKind::Erasure => "erasure",
@@ -58,7 +83,7 @@ pub(crate) fn kind_name(kind: RunKind) -> &'static str {
 }
 
 /// The marker's name for a strategy.
-pub(crate) fn strategy_name(strategy: Strategy) -> &'static str {
+fn strategy_name(strategy: Strategy) -> &'static str {
     match strategy {
         Strategy::Purge => "purge",
         Strategy::SoftDelete => "soft_delete",

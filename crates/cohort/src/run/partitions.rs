@@ -566,15 +566,8 @@ impl PartitionPurge<'_> {
             .await?;
         if let Some(kind) = self.marker {
             let marker = ChangeMarker {
-                run: self.run,
-                kind: markers::kind_name(kind),
-                entity_type: e.type_name(),
-                entity: e.entity_id,
-                table: e.table.unquoted(),
-                strategy: markers::strategy_name(Strategy::Purge),
-                batch: None,
                 partition: Some(p.display()),
-                rows: s.total,
+                ..ChangeMarker::new(self.run, kind, e, Strategy::Purge, s.total)
             };
             markers::emit(conn, &marker).await?;
         }
