@@ -9,6 +9,13 @@ const ANN: &str = "a0a00000-0000-4000-8000-000000000001";
 const NOW: &str = "2030-01-01T00:00:00Z";
 const KEY: &str = "the-certificate-key";
 
+/// Runs the binary with the certificate key in the environment.
+fn keyed(p: &Project, args: &[&str]) -> std::process::Output {
+    let mut c = p.command(args);
+    c.env("COHORT_CERTIFICATE_KEY", KEY);
+    run(c)
+}
+
 async fn ann_everywhere(p: &Project) {
     p.db.exec(&format!(
         "INSERT INTO users (id, tenant_id, email, full_name, phone, last_seen_at) VALUES \
@@ -29,22 +36,23 @@ async fn subject_export_writes_the_subjects_rows_and_records_who_asked() {
     let p = Project::new().await;
     p.sample().await;
     ann_everywhere(&p).await;
-    let mut export = p.command(&[
-        "subject",
-        "export",
-        "--tenant",
-        TENANT,
-        "--subject",
-        ANN,
-        "--requested-by",
-        "ticket DSAR-7",
-        "--now",
-        NOW,
-        "-o",
-        "ann.jsonl",
-    ]);
-    export.env("COHORT_CERTIFICATE_KEY", KEY);
-    let out = run(export);
+    let out = keyed(
+        &p,
+        &[
+            "subject",
+            "export",
+            "--tenant",
+            TENANT,
+            "--subject",
+            ANN,
+            "--requested-by",
+            "ticket DSAR-7",
+            "--now",
+            NOW,
+            "-o",
+            "ann.jsonl",
+        ],
+    );
     assert_success(&out);
     let said = stdout(&out);
     assert!(
@@ -87,22 +95,23 @@ async fn subject_export_writes_the_subjects_rows_and_records_who_asked() {
     );
 
     // CSV on stdout, the summary on stderr.
-    let mut csv = p.command(&[
-        "subject",
-        "export",
-        "--tenant",
-        TENANT,
-        "--subject",
-        ANN,
-        "--requested-by",
-        "dpo",
-        "--format",
-        "csv",
-        "--now",
-        NOW,
-    ]);
-    csv.env("COHORT_CERTIFICATE_KEY", KEY);
-    let out = run(csv);
+    let out = keyed(
+        &p,
+        &[
+            "subject",
+            "export",
+            "--tenant",
+            TENANT,
+            "--subject",
+            ANN,
+            "--requested-by",
+            "dpo",
+            "--format",
+            "csv",
+            "--now",
+            NOW,
+        ],
+    );
     assert_success(&out);
     let text = stdout(&out);
     assert!(
@@ -152,19 +161,20 @@ async fn erase_vacuum_vacuums_the_tables_it_changed_and_says_so() {
     let p = Project::new().await;
     p.sample().await;
     ann_everywhere(&p).await;
-    let mut erase = p.command(&[
-        "erase",
-        "--tenant",
-        TENANT,
-        "--subject",
-        ANN,
-        "--now",
-        NOW,
-        "--vacuum",
-        "--json",
-    ]);
-    erase.env("COHORT_CERTIFICATE_KEY", KEY);
-    let out = run(erase);
+    let out = keyed(
+        &p,
+        &[
+            "erase",
+            "--tenant",
+            TENANT,
+            "--subject",
+            ANN,
+            "--now",
+            NOW,
+            "--vacuum",
+            "--json",
+        ],
+    );
     assert_success(&out);
     let result = json(&out);
     let tables = result["tables"].as_array().expect("tables with --vacuum");
@@ -172,9 +182,7 @@ async fn erase_vacuum_vacuums_the_tables_it_changed_and_says_so() {
     for t in tables {
         assert!(t["vacuum"]["Vacuumed"]["millis"].is_u64(), "{result}");
     }
-    let mut cert = p.command(&["certificate", "latest", "--subject", ANN]);
-    cert.env("COHORT_CERTIFICATE_KEY", KEY);
-    let out = run(cert);
+    let out = keyed(&p, &["certificate", "latest", "--subject", ANN]);
     assert_success(&out);
     let cert = json(&out);
     let physical: Vec<&serde_json::Value> = cert["certificate"]["types"]
@@ -199,22 +207,20 @@ async fn erasures_are_registered_outside_the_database_and_replayed() {
     let p = Project::new().await;
     p.sample().await;
     ann_everywhere(&p).await;
-    let with_key = |args: &[&str]| {
-        let mut c = p.command(args);
-        c.env("COHORT_CERTIFICATE_KEY", KEY);
-        run(c)
-    };
-    let out = with_key(&[
-        "erase",
-        "--tenant",
-        TENANT,
-        "--subject",
-        ANN,
-        "--now",
-        NOW,
-        "--register",
-        "erasures.jsonl",
-    ]);
+    let out = keyed(
+        &p,
+        &[
+            "erase",
+            "--tenant",
+            TENANT,
+            "--subject",
+            ANN,
+            "--now",
+            NOW,
+            "--register",
+            "erasures.jsonl",
+        ],
+    );
     assert_success(&out);
     assert!(
         stderr(&out).contains("registered erasure"),
@@ -224,7 +230,7 @@ async fn erasures_are_registered_outside_the_database_and_replayed() {
     let appended = std::fs::read_to_string(p.dir.join("erasures.jsonl")).expect("register");
     assert_eq!(appended.lines().count(), 1, "{appended}");
     assert!(!appended.contains(ANN), "{appended}");
-    let out = with_key(&["erasures", "register", "-o", "again.jsonl"]);
+    let out = keyed(&p, &["erasures", "register", "-o", "again.jsonl"]);
     assert_success(&out);
     assert_eq!(
         std::fs::read_to_string(p.dir.join("again.jsonl")).expect("register"),
@@ -235,32 +241,38 @@ async fn erasures_are_registered_outside_the_database_and_replayed() {
         "requests.jsonl",
         &format!("{{\"tenant\": \"{TENANT}\", \"subject\": \"{ANN}\"}}\n"),
     );
-    let out = with_key(&[
-        "erasures",
-        "replay",
-        "--register",
-        "erasures.jsonl",
-        "--subjects",
-        "requests.jsonl",
-        "--since",
-        "2000-01-01T00:00:00Z",
-    ]);
+    let out = keyed(
+        &p,
+        &[
+            "erasures",
+            "replay",
+            "--register",
+            "erasures.jsonl",
+            "--subjects",
+            "requests.jsonl",
+            "--since",
+            "2000-01-01T00:00:00Z",
+        ],
+    );
     assert_success(&out);
     let said = stdout(&out);
     assert!(
         said.contains("0 row(s) erased again"),
         "nothing came back: {said}"
     );
-    let out = with_key(&[
-        "erasures",
-        "replay",
-        "--register",
-        "erasures.jsonl",
-        "--subjects",
-        "requests.jsonl",
-        "--since",
-        "2999-01-01T00:00:00Z",
-    ]);
+    let out = keyed(
+        &p,
+        &[
+            "erasures",
+            "replay",
+            "--register",
+            "erasures.jsonl",
+            "--subjects",
+            "requests.jsonl",
+            "--since",
+            "2999-01-01T00:00:00Z",
+        ],
+    );
     assert_success(&out);
     assert!(
         stdout(&out).contains("nothing to replay"),
@@ -268,16 +280,19 @@ async fn erasures_are_registered_outside_the_database_and_replayed() {
         stdout(&out)
     );
     p.write("requests.jsonl", "");
-    let out = with_key(&[
-        "erasures",
-        "replay",
-        "--register",
-        "erasures.jsonl",
-        "--subjects",
-        "requests.jsonl",
-        "--since",
-        "2000-01-01T00:00:00Z",
-    ]);
+    let out = keyed(
+        &p,
+        &[
+            "erasures",
+            "replay",
+            "--register",
+            "erasures.jsonl",
+            "--subjects",
+            "requests.jsonl",
+            "--since",
+            "2000-01-01T00:00:00Z",
+        ],
+    );
     assert_eq!(code(&out), Some(3), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("not replayed: erasure"),

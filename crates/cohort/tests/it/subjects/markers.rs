@@ -109,6 +109,37 @@ async fn note(db: &TestDb, id: i64, owner: Uuid, days_old: i64, body: &str) {
         .expect("note");
 }
 
+/// A database with `wal_level = logical`, Cohort's tables and the models'.
+async fn setup() -> TestDb {
+    let db = TestDb::logical().await;
+    db.exec(&ddl(&SchemaName::public())).await;
+    db.exec(TABLES).await;
+    db
+}
+
+/// A `test_decoding` slot in `db` (slots are cluster-wide: named after it).
+async fn create_slot(db: &TestDb) -> String {
+    let slot = format!("s_{}", db.name());
+    sqlx::query("SELECT pg_create_logical_replication_slot($1, 'test_decoding')")
+        .bind(&slot)
+        .execute(db.pool())
+        .await
+        .expect("create the slot");
+    slot
+}
+
+/// [`decode`], then the slot is dropped (a database a slot belongs to
+/// cannot be dropped).
+async fn decode_and_drop(db: &TestDb, slot: &str) -> Vec<Decoded> {
+    let decoded = decode(db, slot).await;
+    sqlx::query("SELECT pg_drop_replication_slot($1)")
+        .bind(slot)
+        .execute(db.pool())
+        .await
+        .expect("drop the slot");
+    decoded
+}
+
 /// One decoded transaction: its row changes per table and its messages.
 #[derive(Debug, Default)]
 struct Decoded {
@@ -177,9 +208,7 @@ async fn decode(db: &TestDb, slot: &str) -> Vec<Decoded> {
 // contract: SA4
 #[tokio::test]
 async fn each_committed_batch_carries_one_marker_in_its_transaction_and_a_rolled_back_batch_none() {
-    let db = TestDb::logical().await;
-    db.exec(&ddl(&SchemaName::public())).await;
-    db.exec(TABLES).await;
+    let db = setup().await;
     let options = Options {
         batch_size: 10,
         change_stream_markers: true,
@@ -207,12 +236,7 @@ async fn each_committed_batch_carries_one_marker_in_its_transaction_and_a_rolled
     )
     .await;
 
-    let slot = format!("s_{}", db.name());
-    sqlx::query("SELECT pg_create_logical_replication_slot($1, 'test_decoding')")
-        .bind(&slot)
-        .execute(db.pool())
-        .await
-        .expect("create the slot");
+    let slot = create_slot(&db).await;
 
     // A host's own deletion: no marker.
     db.exec("DELETE FROM marked_notes WHERE id = 28").await;
@@ -245,12 +269,7 @@ async fn each_committed_batch_carries_one_marker_in_its_transaction_and_a_rolled
         .expect("erase");
     assert_eq!(erasure.affected(), 2);
 
-    let decoded = decode(&db, &slot).await;
-    sqlx::query("SELECT pg_drop_replication_slot($1)")
-        .bind(&slot)
-        .execute(db.pool())
-        .await
-        .expect("drop the slot");
+    let decoded = decode_and_drop(&db, &slot).await;
 
     let notes_deleted = "public.marked_notes: DELETE";
     // Every transaction that deleted notes, in commit order, with its markers.
@@ -324,9 +343,7 @@ async fn each_committed_batch_carries_one_marker_in_its_transaction_and_a_rolled
 // contract: SA4
 #[tokio::test]
 async fn markers_are_off_by_default() {
-    let db = TestDb::logical().await;
-    db.exec(&ddl(&SchemaName::public())).await;
-    db.exec(TABLES).await;
+    let db = setup().await;
     let cohort: Cohort = Cohort::builder(db.engine_pool().clone())
         .rules(rules())
         .entity::<MarkedNote>()
@@ -337,23 +354,13 @@ async fn markers_are_off_by_default() {
     for id in 1..=3 {
         note(&db, id, owner(), 40, "old").await;
     }
-    let slot = format!("s_{}", db.name());
-    sqlx::query("SELECT pg_create_logical_replication_slot($1, 'test_decoding')")
-        .bind(&slot)
-        .execute(db.pool())
-        .await
-        .expect("create the slot");
+    let slot = create_slot(&db).await;
     let scope = Scope::Tenant(TenantContext::new(tenant()));
     assert_eq!(
         cohort.sweep(&scope, now()).await.expect("sweep").affected(),
         3
     );
-    let decoded = decode(&db, &slot).await;
-    sqlx::query("SELECT pg_drop_replication_slot($1)")
-        .bind(&slot)
-        .execute(db.pool())
-        .await
-        .expect("drop the slot");
+    let decoded = decode_and_drop(&db, &slot).await;
     assert!(
         decoded
             .iter()

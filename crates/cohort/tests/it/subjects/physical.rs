@@ -6,14 +6,14 @@ use chrono::Utc;
 use cohort::evidence::{Certificate, CertificateOptions, certificate};
 use cohort::schema::SchemaName;
 use cohort::{
-    Capabilities, Cohort, ErasureRequest, Period, Rule, RunResult, Scope, Strategy, TenantContext,
-    VacuumOutcome,
+    Cohort, ErasureRequest, Period, Rule, RunResult, Scope, Strategy, TenantContext, VacuumOutcome,
 };
 use sqlx::Connection;
 use uuid::Uuid;
 
+use crate::support::fixtures::user_data_rules;
 use crate::support::models::*;
-use crate::support::{TestDb, TestRules, db_with_cohort};
+use crate::support::{TestDb, db_with_cohort};
 
 const KEY: &[u8] = b"physical erasure test key";
 
@@ -49,19 +49,10 @@ async fn setup() -> (TestDb, Cohort) {
     }
     // The administrative pool: VACUUM needs the table's owner.
     let cohort = Cohort::builder(db.pool().clone())
-        .rules(
-            TestRules::new()
-                .with(
-                    "user-data",
-                    Capabilities::only(Strategy::Purge),
-                    Rule::new(Period::days(30), Strategy::Purge),
-                )
-                .with(
-                    "messages",
-                    Capabilities::only(Strategy::Purge),
-                    Rule::new(Period::days(30), Strategy::Purge),
-                ),
-        )
+        .rules(user_data_rules(Rule::new(
+            Period::days(30),
+            Strategy::Purge,
+        )))
         .entity::<UserRecord>()
         .entity::<Message>()
         .subject_key(KEY)

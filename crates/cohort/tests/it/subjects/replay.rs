@@ -7,13 +7,12 @@ use cohort::evidence::{
     CertificateOptions, certificate, read_erasure_register, subject_hmac, write_erasure_register,
 };
 use cohort::schema::SchemaName;
-use cohort::{
-    Capabilities, Cohort, ErasureRequest, Error, Period, Rule, Scope, Strategy, TenantContext,
-};
+use cohort::{Cohort, ErasureRequest, Error, Period, Rule, Scope, Strategy, TenantContext};
 use uuid::Uuid;
 
+use crate::support::fixtures::user_data_rules;
 use crate::support::models::*;
-use crate::support::{TestDb, TestRules, db_with_cohort};
+use crate::support::{TestDb, db_with_cohort};
 
 const KEY: &[u8] = b"replay test key";
 
@@ -27,19 +26,10 @@ fn subject(n: u128) -> Uuid {
 
 async fn handle(db: &TestDb, key: Option<&[u8]>) -> Cohort {
     let mut b = Cohort::builder(db.pool().clone())
-        .rules(
-            TestRules::new()
-                .with(
-                    "user-data",
-                    Capabilities::only(Strategy::Purge),
-                    Rule::new(Period::days(30), Strategy::Purge),
-                )
-                .with(
-                    "messages",
-                    Capabilities::only(Strategy::Purge),
-                    Rule::new(Period::days(30), Strategy::Purge),
-                ),
-        )
+        .rules(user_data_rules(Rule::new(
+            Period::days(30),
+            Strategy::Purge,
+        )))
         .entity::<UserRecord>()
         .entity::<Message>();
     if let Some(key) = key {
