@@ -382,3 +382,39 @@ audit = "per-row"
     assert_eq!(v["rows"][0]["record_id"], "a-1");
     assert_eq!(v["rows"][0]["action"], "SoftDelete");
 }
+
+/// `anchor = ["last_login_at", "created_at"]`: the natural way to ask for a
+/// fallback is answered with the migration that makes it (a generated
+/// column and its index), at the anchor's line.
+#[tokio::test]
+async fn a_fallback_anchor_list_is_answered_with_the_generated_column_to_add() {
+    let p = Project::new().await;
+    p.write(
+        "cohort-model.toml",
+        r#"[[entity]]
+id = "0f1b7e52-6a3d-4c1e-9b8a-7d2c5e4f3a11"
+table = "customers"
+category = "accounts"
+anchor = ["last_login_at", "created_at"]
+tenantless = true
+
+[rules.accounts]
+strategy = "purge"
+period = "2 years"
+"#,
+    );
+    let out = p.cohort(&["validate", "--offline"]);
+    assert_code(&out, 3);
+    let text = stdout(&out);
+    assert!(
+        text.contains("cohort-model.toml:5:") && text.contains("entity[0].anchor"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "ALTER TABLE customers ADD COLUMN retention_anchor timestamptz GENERATED ALWAYS AS \
+             (COALESCE(last_login_at, created_at)) STORED;"
+        ) && text.contains("anchor = \"retention_anchor\""),
+        "{text}"
+    );
+}

@@ -17,6 +17,9 @@ pub(crate) struct CatalogColumn {
     pub(crate) sql_type: String,
     /// `pg_attribute.attnotnull` (a NOT NULL domain is not reflected here).
     pub(crate) not_null: bool,
+    /// `pg_attribute.attgenerated` is set: a generated column, which
+    /// PostgreSQL computes and refuses to write.
+    pub(crate) generated: bool,
 }
 
 /// A table (plain or partitioned) as the catalog has it.
@@ -131,6 +134,7 @@ pub(crate) async fn lookup_tables(
     let columns = crate::sql::query(
         "SELECT a.attrelid, a.attnum, a.attname::pg_catalog.text AS attname, a.atttypid, \
                 a.atttypmod, a.attnotnull, \
+                (a.attgenerated OPERATOR(pg_catalog.<>) ''::pg_catalog.\"char\") AS generated, \
                 pg_catalog.format_type(a.atttypid, a.atttypmod) AS sql_type \
          FROM pg_catalog.pg_attribute a \
          WHERE a.attrelid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[]) \
@@ -151,6 +155,7 @@ pub(crate) async fn lookup_tables(
             typmod: r.try_get("atttypmod")?,
             sql_type: r.try_get("sql_type")?,
             not_null: r.try_get("attnotnull")?,
+            generated: r.try_get("generated")?,
         };
         // The same table may have been asked for twice.
         for lookup in &mut lookups {

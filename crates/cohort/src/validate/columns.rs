@@ -118,6 +118,22 @@ pub(super) fn check<'t>(
     let mut out = Columns::default();
     let timestamptz =
         |role: &'static str| move |c: &CatalogColumn| types::timestamptz(types, c, role);
+    // Cohort writes these roles' columns; PostgreSQL refuses a write to a
+    // generated column. (A generated anchor is fine: it is only read, and is
+    // how an anchor falls back to a second column; docs/model.md.)
+    let written = |role: &'static str| {
+        move |c: &CatalogColumn| {
+            c.generated.then(|| {
+                Issue::new(
+                    format!(
+                        "column {} is a generated column, but Cohort writes the {role} and                          PostgreSQL refuses writes to generated columns",
+                        c.name
+                    ),
+                    format!("map the {role} to a plain column"),
+                )
+            })
+        }
+    };
 
     if let Some(f) = roles.record_id
         && let Some((c, column)) = ck.column(f, "record id", &[&|c| types::record_id(types, c)])
@@ -140,13 +156,20 @@ pub(super) fn check<'t>(
             .column(
                 f,
                 "soft-delete flag",
-                &[&|c| types::soft_delete_flag(types, c)],
+                &[
+                    &|c| types::soft_delete_flag(types, c),
+                    &written("soft-delete flag"),
+                ],
             )
             .map(|(_, c)| c);
     }
     if let Some(f) = roles.deleted_at {
         out.deleted_at = ck
-            .column(f, "deleted-at", &[&timestamptz("deleted-at")])
+            .column(
+                f,
+                "deleted-at",
+                &[&timestamptz("deleted-at"), &written("deleted-at")],
+            )
             .map(|(_, c)| c);
     }
     if let Some(f) = roles.anonymised_at {
@@ -163,7 +186,11 @@ pub(super) fn check<'t>(
             .column(
                 f,
                 "anonymised-at",
-                &[&timestamptz("anonymised-at"), &nullable],
+                &[
+                    &timestamptz("anonymised-at"),
+                    &nullable,
+                    &written("anonymised-at"),
+                ],
             )
             .map(|(_, c)| c);
     }
@@ -171,7 +198,10 @@ pub(super) fn check<'t>(
         if let Some((_, column)) = ck.column(
             f,
             "anonymised column",
-            &[&|c| types::anonymised(types, c, method)],
+            &[
+                &|c| types::anonymised(types, c, method),
+                &written("anonymised column"),
+            ],
         ) {
             let computed: Option<Arc<dyn AnonymiserFn>> = match method {
                 AnonymiseMethod::Custom(c) => Some(Arc::new(*c)),

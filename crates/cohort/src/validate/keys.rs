@@ -111,6 +111,7 @@ mod tests {
             typmod: -1,
             sql_type: "text".into(),
             not_null: true,
+            generated: false,
         }
     }
 

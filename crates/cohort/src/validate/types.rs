@@ -296,6 +296,7 @@ mod tests {
             typmod,
             sql_type: format!("type {oid}"),
             not_null,
+            generated: false,
         }
     }
 

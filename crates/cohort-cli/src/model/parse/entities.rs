@@ -67,13 +67,19 @@ pub(super) fn entity(
         "category",
         "the retention category (category = \"accounts\")",
     );
-    let anchor = p.req_string(
-        t,
-        span,
-        path,
-        "anchor",
-        "the timestamptz column that ages a row (anchor = \"created_at\")",
-    );
+    let anchor = match get(t, "anchor") {
+        Some(v) if matches!(v.get_ref(), DeValue::Array(_)) => {
+            fallback_anchor(p, v, path, table.as_ref());
+            None
+        }
+        _ => p.req_string(
+            t,
+            span,
+            path,
+            "anchor",
+            "the timestamptz column that ages a row (anchor = \"created_at\")",
+        ),
+    };
     let record_id = p.opt_string(t, path, "record_id");
     let tenant = p.opt_string(t, path, "tenant");
     let tenantless = p.boolean(t, path, "tenantless").unwrap_or(false);
@@ -370,4 +376,38 @@ pub(super) fn exempt(
         reason: reason?.value,
         id,
     })
+}
+
+/// `anchor = ["last_login_at", "created_at"]`: an anchor that falls back to
+/// a second column is a generated column of the table (docs/model.md, "An
+/// anchor that falls back"). The problem gives the migration to apply.
+fn fallback_anchor(p: &mut Parser<'_>, v: &Value<'_>, path: &str, table: Option<&Text>) {
+    let DeValue::Array(items) = v.get_ref() else {
+        return;
+    };
+    let columns: Vec<String> = items
+        .iter()
+        .filter_map(|i| match i.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            _ => None,
+        })
+        .collect();
+    let table = table.map_or("<table>", |t| t.value.as_str());
+    let message = if columns.len() < 2 || columns.len() != items.len() {
+        "expected a column name (anchor = \"created_at\"); an anchor that falls back to another \
+         column is a list of two or more column names"
+            .to_owned()
+    } else {
+        format!(
+            "an anchor that falls back to another column is a generated column of the table: \
+             add it and its index in a migration,\n  \
+             ALTER TABLE {table} ADD COLUMN retention_anchor timestamptz \
+             GENERATED ALWAYS AS (COALESCE({cols})) STORED;\n  \
+             CREATE INDEX ON {table} (retention_anchor);\n\
+             then write anchor = \"retention_anchor\" (the tenant column first in the index for a \
+             tenant-scoped table)",
+            cols = columns.join(", ")
+        )
+    };
+    p.error(&v.span(), &join(path, "anchor"), message);
 }

@@ -1,5 +1,6 @@
 //! How runs execute (contract X), strategies (S) and rules (P).
 
+mod anchors;
 mod backlog;
 mod batches;
 mod engine;
