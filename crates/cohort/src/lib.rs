@@ -35,7 +35,8 @@ pub use futures_util::future::BoxFuture;
 pub use ledger::{RunKind, RunStatus, Trigger};
 pub use model::{Anonymiser, Conventions, Retained};
 pub use policy::{
-    Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Strategy, TenantContext,
+    Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Stage, Strategy,
+    TenantContext,
 };
 pub use run::{
     AccessExport, AccessRequest, AccessType, Backlog, BacklogEntry, BacklogReason, EntityFailure,

@@ -82,8 +82,8 @@ pub(crate) fn render(model: &Model, title: &str, default_schema: &str) -> String
             } else {
                 tables.join(", ")
             },
-            strategy_name(r.base.strategy),
-            period(&r.base.period),
+            stage_strategies(&r.base),
+            stage_periods(&r.base),
             legal(&r.base),
             r.overrides.len()
         );
@@ -140,13 +140,39 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
     if entities.is_empty() {
         let _ = writeln!(o, "No table is in this category.\n");
     }
-    let _ = writeln!(
-        o,
-        "- **Strategy:** {}: {}.",
-        strategy_name(b.strategy),
-        what_happens(b.strategy)
-    );
-    let _ = writeln!(o, "- **Period:** {}.", period(&b.period));
+    if b.then.is_empty() {
+        let _ = writeln!(
+            o,
+            "- **Strategy:** {}: {}.",
+            strategy_name(b.strategy),
+            what_happens(b.strategy)
+        );
+        let _ = writeln!(o, "- **Period:** {}.", period(&b.period));
+    } else {
+        let _ = writeln!(
+            o,
+            "- **Stages**, each in the same sweep once its time has come:"
+        );
+        let stages = b.stages();
+        for (i, (strategy, p)) in stages.iter().enumerate() {
+            let from = match i.checked_sub(1).map(|j| stages[j].0) {
+                None => "after the anchor".to_owned(),
+                Some(prev) => format!(
+                    "after the {} stage's {}",
+                    strategy_name(prev),
+                    stamp_of(prev)
+                ),
+            };
+            let _ = writeln!(
+                o,
+                "  {}. {}, {} {from}: {}.",
+                i + 1,
+                strategy_name(*strategy),
+                period(p),
+                what_happens(*strategy)
+            );
+        }
+    }
     let _ = writeln!(o, "- **Legal minimum:** {}.", legal(b));
     if r.capabilities.len() > 1 {
         let caps: Vec<&str> = r.capabilities.iter().map(|s| strategy_name(*s)).collect();
@@ -246,7 +272,9 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
                 .iter()
                 .map(|c| format!("`{}`", md(c)))
                 .collect();
-            let how = match b.strategy {
+            // A staged rule erases as its last stage does (SL1).
+            let last = b.stages().last().map_or(b.strategy, |s| s.0);
+            let how = match last {
                 Strategy::SoftDelete => {
                     "refused unless soft-delete is accepted for the request".to_owned()
                 }
@@ -281,12 +309,23 @@ struct CategoryJson {
     tables: Vec<String>,
     strategy: &'static str,
     period: String,
+    /// Every stage of a staged rule, the first included (left out otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stages: Vec<StageJson>,
     legal_minimum: Option<String>,
     capabilities: Vec<&'static str>,
     per_row_audit: bool,
     source: Option<String>,
     reason: Option<String>,
     overrides: Vec<OverrideJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct StageJson {
+    strategy: &'static str,
+    /// After the anchor (the first stage) or the previous stage's stamp.
+    period: String,
+    after: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -319,6 +358,20 @@ fn json(model: &Model, default_schema: &str) -> ScheduleJson {
                     .collect(),
                 strategy: r.base.strategy.as_str(),
                 period: r.base.period.to_string(),
+                stages: if r.base.then.is_empty() {
+                    Vec::new()
+                } else {
+                    let stages = r.base.stages();
+                    stages
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (s, p))| StageJson {
+                            strategy: s.as_str(),
+                            period: p.to_string(),
+                            after: i.checked_sub(1).map_or("anchor", |j| stamp_of(stages[j].0)),
+                        })
+                        .collect()
+                },
                 legal_minimum: lm(&r.base),
                 capabilities: r.capabilities.iter().map(|s| s.as_str()).collect(),
                 per_row_audit: r.base.per_row_audit,
@@ -369,4 +422,31 @@ pub(crate) fn run(ctx: &Ctx, args: &ScheduleArgs) -> CliResult {
         }
         None => output::line(text.trim_end()),
     }
+}
+
+/// The stamp a stage after `strategy` counts from.
+fn stamp_of(strategy: Strategy) -> &'static str {
+    match strategy {
+        Strategy::SoftDelete => "deleted_at",
+        Strategy::Anonymise => "anonymised_at",
+        _ => "anchor",
+    }
+}
+
+/// The summary table's strategy cell: `soft-delete → purge` for a staged rule.
+fn stage_strategies(b: &RuleSpec) -> String {
+    b.stages()
+        .iter()
+        .map(|(s, _)| strategy_name(*s))
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+/// The summary table's period cell: `30 days, then 60 days` for a staged rule.
+fn stage_periods(b: &RuleSpec) -> String {
+    b.stages()
+        .iter()
+        .map(|(_, p)| period(p))
+        .collect::<Vec<_>>()
+        .join(", then ")
 }

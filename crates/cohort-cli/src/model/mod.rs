@@ -251,6 +251,18 @@ pub(crate) struct RuleSpec {
     pub(crate) source: Option<String>,
     /// Why it applies.
     pub(crate) reason: Option<String>,
+    /// The later stages of a staged rule (`[[rules.<category>.stage]]`
+    /// after the first), in order; empty for a single-stage rule.
+    pub(crate) then: Vec<cohort::Stage>,
+}
+
+impl RuleSpec {
+    /// Every stage: the rule's own strategy and period first.
+    pub(crate) fn stages(&self) -> Vec<(Strategy, Period)> {
+        let mut stages = vec![(self.strategy, self.period)];
+        stages.extend(self.then.iter().map(|s| (s.strategy, s.period)));
+        stages
+    }
 }
 
 /// What an override applies to.
@@ -303,6 +315,7 @@ impl Override {
             per_row_audit: self.per_row_audit.unwrap_or(base.per_row_audit),
             source: self.source.clone().or_else(|| base.source.clone()),
             reason: self.reason.clone().or_else(|| base.reason.clone()),
+            then: base.then.clone(),
         }
     }
 }

@@ -59,6 +59,7 @@ pub(crate) fn to_rule(spec: &RuleSpec) -> Rule {
     }
     rule.source = spec.source.clone();
     rule.reason = spec.reason.clone();
+    rule.then = spec.then.clone();
     rule
 }
 
@@ -67,7 +68,12 @@ impl RuleProvider for FileRules {
         let r = self.rules.iter().find(|r| r.category == category)?;
         let mut strategies = r.capabilities.iter().copied();
         let first = strategies.next()?;
-        Some(strategies.fold(Capabilities::only(first), Capabilities::and))
+        let capabilities = strategies.fold(Capabilities::only(first), Capabilities::and);
+        Some(if r.base.then.is_empty() {
+            capabilities
+        } else {
+            capabilities.staged()
+        })
     }
 
     fn resolve<'a>(
@@ -98,6 +104,7 @@ mod tests {
             per_row_audit: false,
             source: Some("policy".into()),
             reason: None,
+            then: Vec::new(),
         };
         let o = |selector, period| Override {
             selector,

@@ -19,6 +19,7 @@ mod pooler;
 mod reading;
 mod schedule;
 mod settings;
+mod stages;
 mod subjects;
 #[cfg(feature = "otlp")]
 mod traces;

@@ -21,6 +21,8 @@ pub enum FailureKind {
     UndeclaredStrategy,
     /// The strategy does not fit the type's columns.
     UnsupportedStrategy,
+    /// A staged rule's stages are not a valid sequence (contract SL1).
+    InvalidStages,
     /// Erasure refused a soft-delete category (no opt-in).
     SoftDeleteRefused,
     /// A custom anonymiser panicked.
@@ -61,6 +63,7 @@ impl FailureKind {
             FailureKind::UnresolvedCategory => "UnresolvedCategory",
             FailureKind::UndeclaredStrategy => "UndeclaredStrategy",
             FailureKind::UnsupportedStrategy => "UnsupportedStrategy",
+            FailureKind::InvalidStages => "InvalidStages",
             FailureKind::SoftDeleteRefused => "SoftDeleteRefused",
             FailureKind::AnonymiserPanic => "AnonymiserPanic",
             FailureKind::Abandoned => "Abandoned",

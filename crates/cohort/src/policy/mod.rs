@@ -6,4 +6,4 @@ mod rule;
 
 pub use period::Period;
 pub use provider::{ProviderError, ResolutionContext, RuleProvider, Scope, TenantContext};
-pub use rule::{AuditDetail, Capabilities, Rule, Strategy};
+pub use rule::{AuditDetail, Capabilities, Rule, Stage, StageProblem, Strategy};

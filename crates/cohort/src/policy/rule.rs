@@ -75,6 +75,77 @@ pub struct Rule {
     pub source: Option<String>,
     /// Why it applies (a citation), recorded in the ledger.
     pub reason: Option<String>,
+    /// The later stages of a staged rule, in order (contract SL1): each
+    /// applies its strategy once its period has passed since the previous
+    /// stage's stamp. Empty for a single-stage rule. See [`Rule::then`].
+    pub then: Vec<Stage>,
+}
+
+/// A later stage of a staged rule (contract SL1): `strategy`, once `period`
+/// has passed since the previous stage's stamp (the soft-delete stage's
+/// deleted-at, the anonymise stage's anonymised-at).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stage {
+    /// How long after the previous stage's stamp.
+    pub period: Period,
+    /// What happens then.
+    pub strategy: Strategy,
+}
+
+/// What is wrong with a staged rule's list of stages ([`Rule::stage_problems`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StageProblem {
+    /// A later stage's period is zero: it would take a row in the same
+    /// sweep that stamped it.
+    ZeroPeriod {
+        /// The stage's number, the first being 1.
+        stage: usize,
+    },
+    /// A strategy comes back after another (each strategy once, in order).
+    Repeated {
+        /// The stage's number.
+        stage: usize,
+        /// The strategy.
+        strategy: Strategy,
+    },
+    /// A stage follows a purge, which leaves nothing to act on.
+    AfterPurge {
+        /// The stage's number.
+        stage: usize,
+    },
+    /// `Exempt` in a staged rule: a stage changes rows.
+    Exempt {
+        /// The stage's number.
+        stage: usize,
+    },
+}
+
+impl fmt::Display for StageProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StageProblem::ZeroPeriod { stage } => write!(
+                f,
+                "stage {stage} has a zero period: a later stage needs a period after the previous stage's stamp"
+            ),
+            StageProblem::Repeated { stage, strategy } => write!(
+                f,
+                "stage {stage} goes back to {strategy}, an earlier stage's strategy: each strategy comes once, in order"
+            ),
+            StageProblem::AfterPurge { stage } => {
+                write!(
+                    f,
+                    "stage {stage} follows a purge, which leaves no row to act on"
+                )
+            }
+            StageProblem::Exempt { stage } => {
+                write!(
+                    f,
+                    "stage {stage} is Exempt: every stage of a staged rule changes rows"
+                )
+            }
+        }
+    }
 }
 
 impl Rule {
@@ -87,7 +158,80 @@ impl Rule {
             audit: AuditDetail::Summary,
             source: None,
             reason: None,
+            then: Vec::new(),
         }
+    }
+
+    /// Adds a later stage (contract SL1): `strategy` once `period` has
+    /// passed since the previous stage's stamp. The first stage is the
+    /// rule's own period and strategy, counted from the anchor.
+    ///
+    /// ```
+    /// use cohort::{Period, Rule, Strategy};
+    /// // Soft-delete after 30 days, so support can restore; purge 60 days later.
+    /// let rule = Rule::new(Period::days(30), Strategy::SoftDelete).then(Period::days(60), Strategy::Purge);
+    /// assert_eq!(rule.final_strategy(), Strategy::Purge);
+    /// assert!(rule.stage_problems().is_empty());
+    /// ```
+    pub fn then(mut self, period: Period, strategy: Strategy) -> Rule {
+        self.then.push(Stage { period, strategy });
+        self
+    }
+
+    /// Every stage, the first (the rule's own period and strategy) included.
+    pub fn stages(&self) -> Vec<Stage> {
+        let mut stages = vec![Stage {
+            period: self.period,
+            strategy: self.strategy,
+        }];
+        stages.extend(self.then.iter().copied());
+        stages
+    }
+
+    /// Whether the rule has later stages.
+    pub fn is_staged(&self) -> bool {
+        !self.then.is_empty()
+    }
+
+    /// The last stage's strategy: what an erasure of the category does.
+    pub fn final_strategy(&self) -> Strategy {
+        self.then.last().map_or(self.strategy, |s| s.strategy)
+    }
+
+    /// Everything wrong with the stages, all at once (empty for a
+    /// single-stage rule): a later stage with a zero period, a strategy
+    /// that comes back, a stage after a purge, an `Exempt` stage.
+    ///
+    /// ```
+    /// use cohort::{Period, Rule, Strategy};
+    /// let rule = Rule::new(Period::days(30), Strategy::Purge).then(Period::ZERO, Strategy::Purge);
+    /// assert_eq!(rule.stage_problems().len(), 3);
+    /// ```
+    pub fn stage_problems(&self) -> Vec<StageProblem> {
+        let mut problems = Vec::new();
+        if self.then.is_empty() {
+            return problems;
+        }
+        let stages = self.stages();
+        for (i, stage) in stages.iter().enumerate() {
+            let number = i + 1;
+            if i > 0 && stage.period.is_zero() {
+                problems.push(StageProblem::ZeroPeriod { stage: number });
+            }
+            if stage.strategy == Strategy::Exempt {
+                problems.push(StageProblem::Exempt { stage: number });
+            }
+            if i > 0 && stages[..i].iter().any(|s| s.strategy == Strategy::Purge) {
+                problems.push(StageProblem::AfterPurge { stage: number });
+            }
+            if stages[..i].iter().any(|s| s.strategy == stage.strategy) {
+                problems.push(StageProblem::Repeated {
+                    stage: number,
+                    strategy: stage.strategy,
+                });
+            }
+        }
+        problems
     }
 
     /// Sets the legal minimum.
@@ -120,7 +264,8 @@ impl Rule {
     }
 }
 
-/// The strategies a category can resolve to: never empty, immutable.
+/// The strategies a category can resolve to: never empty, immutable; and
+/// whether its rules may be staged ([`Capabilities::staged`]).
 ///
 /// ```
 /// use cohort::{Capabilities, Strategy};
@@ -129,28 +274,55 @@ impl Rule {
 /// assert!(!caps.allows(Strategy::Anonymise));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Capabilities(BTreeSet<Strategy>);
+pub struct Capabilities {
+    strategies: BTreeSet<Strategy>,
+    staged: bool,
+}
 
 impl Capabilities {
     /// One strategy.
     pub fn only(strategy: Strategy) -> Capabilities {
-        Capabilities(BTreeSet::from([strategy]))
+        Capabilities {
+            strategies: BTreeSet::from([strategy]),
+            staged: false,
+        }
     }
 
     /// These strategies plus one more.
     pub fn and(mut self, strategy: Strategy) -> Capabilities {
-        self.0.insert(strategy);
+        self.strategies.insert(strategy);
         self
+    }
+
+    /// The category's rules may be staged (contract SL1): a stage's
+    /// strategy is one of the declared ones, and start-up checks what the
+    /// stages need, such as the deleted-at column a stage after a soft
+    /// delete counts from. A staged rule of a category not declared so is
+    /// refused for that entity at run time.
+    ///
+    /// ```
+    /// use cohort::{Capabilities, Strategy};
+    /// let caps = Capabilities::only(Strategy::SoftDelete).and(Strategy::Purge).staged();
+    /// assert!(caps.is_staged());
+    /// ```
+    pub fn staged(mut self) -> Capabilities {
+        self.staged = true;
+        self
+    }
+
+    /// Whether the category's rules may be staged.
+    pub fn is_staged(&self) -> bool {
+        self.staged
     }
 
     /// Whether `strategy` was declared.
     pub fn allows(&self, strategy: Strategy) -> bool {
-        self.0.contains(&strategy)
+        self.strategies.contains(&strategy)
     }
 
     /// The declared strategies, in a fixed order.
     pub fn strategies(&self) -> impl Iterator<Item = Strategy> + '_ {
-        self.0.iter().copied()
+        self.strategies.iter().copied()
     }
 }
 
@@ -160,6 +332,9 @@ impl<const N: usize> From<[Strategy; N]> for Capabilities {
     /// `const` evaluation.
     fn from(strategies: [Strategy; N]) -> Capabilities {
         const { assert!(N > 0, "capabilities need at least one strategy") };
-        Capabilities(strategies.into_iter().collect())
+        Capabilities {
+            strategies: strategies.into_iter().collect(),
+            staged: false,
+        }
     }
 }

@@ -154,6 +154,7 @@ impl Engine {
                     owner: None,
                     cache: false,
                     marker: None,
+                    stage: None,
                 };
                 let mut counts = AccessType {
                     entity_id: e.entity_id,

@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::batch::{Values, measure};
+use super::batch::{StageValues, Values, measure};
 use super::execute::in_scope;
-use super::plan::plan;
+use super::plan::plan_stages;
 use super::statements::{EntitySql, Purpose};
 use crate::engine::Engine;
 use crate::error::Error;
@@ -125,7 +125,7 @@ impl Engine {
         );
         let mut entries = Vec::new();
         for e in self.model.entities.iter().filter(|e| in_scope(e, scope)) {
-            let mut entry = BacklogEntry {
+            let blank = || BacklogEntry {
                 entity_id: e.entity_id,
                 entity_type: e.type_name(),
                 category: e.category,
@@ -139,80 +139,88 @@ impl Engine {
                 last_sweep: None,
                 failure: None,
             };
-            let plan = match plan(self.provider.as_ref(), e, scope.tenant(), now).await {
+            // One entry per stage of a staged rule (contract SL1).
+            let plans = match plan_stages(self.provider.as_ref(), e, scope.tenant(), now).await {
                 Err(f) => {
-                    entry.failure = Some(f);
+                    entries.push(BacklogEntry {
+                        failure: Some(f),
+                        ..blank()
+                    });
+                    continue;
+                }
+                Ok(plans) => plans,
+            };
+            for plan in plans {
+                let mut entry = blank();
+                entry.strategy = Some(plan.rule.strategy);
+                if plan.rule.strategy == Strategy::Exempt {
                     entries.push(entry);
                     continue;
                 }
-                Ok(plan) => plan,
-            };
-            entry.strategy = Some(plan.rule.strategy);
-            if plan.rule.strategy == Strategy::Exempt {
+                let cutoff = PgTime::cutoff(&plan.cutoff);
+                entry.cutoff = cutoff.to_utc();
+                let sql = EntitySql::build(
+                    e,
+                    plan.rule.strategy,
+                    &self.schema,
+                    &ledger,
+                    &Purpose::Sweep,
+                    plan.rule.audit == AuditDetail::PerRow,
+                    false,
+                    plan.stage.as_ref().map(|s| s.sql(e)),
+                );
+                let values = Values {
+                    entity: e,
+                    tenant,
+                    cutoff,
+                    subject: None,
+                    batch_size: self.options.batch_size,
+                    summary: 0,
+                    run: Uuid::nil(),
+                    ledger_tenant: scope.ledger_tenant(),
+                    strategy: plan.rule.strategy,
+                    handlers: &[],
+                    schema: &self.schema,
+                    owner: None,
+                    cache: self.options.connection_mode.caches_statements(),
+                    marker: None,
+                    stage: plan.stage.as_ref().map(StageValues::preview),
+                };
+                match measure(&mut conn, &sql, &values).await {
+                    Ok(c) => {
+                        entry.overdue = c.eligible;
+                        entry.oldest_overdue = c.oldest_eligible;
+                        entry.held = c.held;
+                        entry.oldest_held = c.oldest_held;
+                    }
+                    Err(err) => {
+                        entry.failure = Some(Failure::from_sqlx(&err));
+                        entries.push(entry);
+                        continue;
+                    }
+                }
+                let sql = last_sql.clone();
+                let ledger_tenant = scope.ledger_tenant();
+                let last: Option<(Uuid, DateTime<Utc>, bool, bool)> =
+                    crate::sql::txn::alone(&mut conn, async |c| {
+                        crate::sql::query_as(AssertSqlSafe(sql))
+                            .bind(e.entity_id)
+                            .bind(ledger_tenant)
+                            .fetch_optional(c)
+                            .await
+                    })
+                    .await?;
+                entry.last_sweep = last.map(|(id, at, _, _)| (id, at));
+                if entry.overdue > 0 {
+                    entry.reason = Some(match last {
+                        None => BacklogReason::NeverSwept,
+                        Some((_, _, true, _)) => BacklogReason::LastSweepFailed,
+                        Some((_, _, _, true)) => BacklogReason::LockedOrSkipped,
+                        Some(_) => BacklogReason::DueSinceLastSweep,
+                    });
+                }
                 entries.push(entry);
-                continue;
             }
-            let cutoff = PgTime::cutoff(&plan.cutoff);
-            entry.cutoff = cutoff.to_utc();
-            let sql = EntitySql::build(
-                e,
-                plan.rule.strategy,
-                &self.schema,
-                &ledger,
-                &Purpose::Sweep,
-                plan.rule.audit == AuditDetail::PerRow,
-                false,
-            );
-            let values = Values {
-                entity: e,
-                tenant,
-                cutoff,
-                subject: None,
-                batch_size: self.options.batch_size,
-                summary: 0,
-                run: Uuid::nil(),
-                ledger_tenant: scope.ledger_tenant(),
-                strategy: plan.rule.strategy,
-                handlers: &[],
-                schema: &self.schema,
-                owner: None,
-                cache: self.options.connection_mode.caches_statements(),
-                marker: None,
-            };
-            match measure(&mut conn, &sql, &values).await {
-                Ok(c) => {
-                    entry.overdue = c.eligible;
-                    entry.oldest_overdue = c.oldest_eligible;
-                    entry.held = c.held;
-                    entry.oldest_held = c.oldest_held;
-                }
-                Err(err) => {
-                    entry.failure = Some(Failure::from_sqlx(&err));
-                    entries.push(entry);
-                    continue;
-                }
-            }
-            let sql = last_sql.clone();
-            let ledger_tenant = scope.ledger_tenant();
-            let last: Option<(Uuid, DateTime<Utc>, bool, bool)> =
-                crate::sql::txn::alone(&mut conn, async |c| {
-                    crate::sql::query_as(AssertSqlSafe(sql))
-                        .bind(e.entity_id)
-                        .bind(ledger_tenant)
-                        .fetch_optional(c)
-                        .await
-                })
-                .await?;
-            entry.last_sweep = last.map(|(id, at, _, _)| (id, at));
-            if entry.overdue > 0 {
-                entry.reason = Some(match last {
-                    None => BacklogReason::NeverSwept,
-                    Some((_, _, true, _)) => BacklogReason::LastSweepFailed,
-                    Some((_, _, _, true)) => BacklogReason::LockedOrSkipped,
-                    Some(_) => BacklogReason::DueSinceLastSweep,
-                });
-            }
-            entries.push(entry);
         }
         Ok(Backlog { now, entries })
     }

@@ -89,6 +89,30 @@ pub(crate) struct Values<'a> {
     /// The run's kind, when each batch writes a change-stream marker
     /// (`Options::change_stream_markers`; `None` for previews and dry runs).
     pub(crate) marker: Option<RunKind>,
+    /// A stage of a staged rule's values (`None` for a single-stage rule).
+    pub(crate) stage: Option<StageValues>,
+}
+
+/// The values a stage of a staged rule binds (contract SL1).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StageValues {
+    /// When the run's stages began, by the database clock ([`P::StageBefore`]).
+    pub(crate) before: PgTime,
+    /// The legal minimum's cutoff on the anchor ([`P::LegalCutoff`]).
+    pub(crate) legal_cutoff: PgTime,
+}
+
+impl StageValues {
+    /// A stage's values when nothing was stamped by a run (previews, the
+    /// backlog): every stamp counts.
+    pub(crate) fn preview(stage: &super::plan::StagePlan) -> StageValues {
+        StageValues {
+            before: PgTime::INFINITY,
+            legal_cutoff: stage
+                .legal_cutoff
+                .map_or(PgTime::INFINITY, |c| PgTime::cutoff(&c)),
+        }
+    }
 }
 
 /// Where the next batch starts: after this key.
@@ -192,6 +216,8 @@ fn bind_with<'q>(
             P::HoldMask => q.bind(filter.map_or(-1, |f| f.mask)),
             P::HoldsVersion => q.bind(filter.and_then(|f| f.version)),
             P::Matter(p) => matters.bind(q, p),
+            P::StageBefore => q.bind(v.stage.map(|s| s.before)),
+            P::LegalCutoff => q.bind(v.stage.map(|s| s.legal_cutoff)),
         };
     }
     q

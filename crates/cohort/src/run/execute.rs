@@ -11,10 +11,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::batch::{EntityBatches, LoopEnd, Values, measure};
+use super::batch::{EntityBatches, LoopEnd, StageValues, Values, measure};
 use super::lease::RunLease;
 use super::partitions::{self, PartitionPurge};
-use super::plan::{EntityPlan, plan};
+use super::plan::{EntityPlan, plan_stages};
 use super::statements::{EntitySql, Purpose};
 use super::{EntityFailure, ExemptType, RunResult, cancelled};
 use crate::engine::Engine;
@@ -221,53 +221,77 @@ impl Engine {
                 break;
             }
             processed += 1;
-            let planned = match planned {
-                Some(p) => p,
-                None => plan(inner.provider.as_ref(), e, scope.tenant(), now).await,
+            // One plan, or one per stage of a staged rule (contract SL1).
+            let stages: Vec<Result<EntityPlan, Failure>> = match planned {
+                Some(p) => vec![p],
+                None => match plan_stages(inner.provider.as_ref(), e, scope.tenant(), now).await {
+                    Ok(plans) => plans.into_iter().map(Ok).collect(),
+                    Err(f) => vec![Err(f)],
+                },
             };
-            let span = tracing::info_span!(
-                "cohort.entity",
-                entity_id = %e.entity_id,
-                entity_type = e.type_name(),
-                category = e.category,
-                strategy = tracing::field::Empty,
-            );
-            if let Ok(plan) = &planned {
-                span.record("strategy", plan.rule.strategy.as_str());
+            // A later stage never takes a row stamped by this run.
+            let began = if stages.len() > 1 {
+                match stage_clock(conn).await {
+                    Ok(t) => Some(t),
+                    Err(e) => return Err(e.into()),
+                }
+            } else {
+                None
+            };
+            for planned in stages {
+                let span = tracing::info_span!(
+                    "cohort.entity",
+                    entity_id = %e.entity_id,
+                    entity_type = e.type_name(),
+                    category = e.category,
+                    strategy = tracing::field::Empty,
+                );
+                if let Ok(plan) = &planned {
+                    span.record("strategy", plan.rule.strategy.as_str());
+                }
+                let outcome = self
+                    .run_entity(
+                        conn,
+                        &ledger,
+                        &mut delivery,
+                        e,
+                        &subjects,
+                        planned,
+                        began,
+                        scope,
+                        &spec,
+                        &lease,
+                    )
+                    .instrument(span)
+                    .await;
+                if lease.is_lost() {
+                    return Err(Error::RunLeaseLost { run_id });
+                }
+                let failed = outcome.failure.is_some();
+                if let Some(f) = &outcome.failure {
+                    failures.push(EntityFailure {
+                        entity_id: e.entity_id,
+                        entity_type: e.type_name(),
+                        failure: f.clone(),
+                    });
+                }
+                delivery
+                    .deliver(&AuditEvent::EntitySummary {
+                        run_id,
+                        summary: outcome.summary.clone(),
+                    })
+                    .await;
+                summaries.push(outcome.summary);
+                if outcome.cancelled {
+                    was_cancelled = true;
+                    break;
+                }
+                // A failed stage ends the type's stages in this run.
+                if failed {
+                    break;
+                }
             }
-            let outcome = self
-                .run_entity(
-                    conn,
-                    &ledger,
-                    &mut delivery,
-                    e,
-                    &subjects,
-                    planned,
-                    scope,
-                    &spec,
-                    &lease,
-                )
-                .instrument(span)
-                .await;
-            if lease.is_lost() {
-                return Err(Error::RunLeaseLost { run_id });
-            }
-            if let Some(f) = &outcome.failure {
-                failures.push(EntityFailure {
-                    entity_id: e.entity_id,
-                    entity_type: e.type_name(),
-                    failure: f.clone(),
-                });
-            }
-            delivery
-                .deliver(&AuditEvent::EntitySummary {
-                    run_id,
-                    summary: outcome.summary.clone(),
-                })
-                .await;
-            summaries.push(outcome.summary);
-            if outcome.cancelled {
-                was_cancelled = true;
+            if was_cancelled {
                 break;
             }
         }
@@ -332,6 +356,7 @@ impl Engine {
         e: &ResolvedEntity,
         subjects: &[&Column],
         planned: Result<EntityPlan, Failure>,
+        began: Option<PgTime>,
         scope: &Scope,
         spec: &RunSpec<'_>,
         lease: &RunLease,
@@ -443,6 +468,7 @@ impl Engine {
             &purpose,
             per_row,
             !handlers.is_empty(),
+            plan.stage.as_ref().map(|s| s.sql(e)),
         );
         let values = Values {
             entity: e,
@@ -463,16 +489,23 @@ impl Engine {
             }),
             cache: inner.options.connection_mode.caches_statements(),
             marker: (inner.options.change_stream_markers && !spec.dry_run).then_some(spec.kind),
+            stage: plan.stage.as_ref().map(|s| StageValues {
+                before: began.unwrap_or(PgTime::INFINITY),
+                legal_cutoff: s
+                    .legal_cutoff
+                    .map_or(PgTime::INFINITY, |c| PgTime::cutoff(&c)),
+            }),
         };
 
         // PT1: a purge of a table partitioned by range on its anchor drops
         // the partitions that may go first; the batches sweep the rest.
-        let purge = partitions::applies(
+        // A later stage ages by a stamp, not by the partition key.
+        let purge = (partitions::applies(
             e,
             plan.rule.strategy,
             spec.erasure.is_none(),
             &inner.options,
-        )
+        ) && plan.stage.as_ref().is_none_or(|s| s.index == 0))
         .then(|| {
             PartitionPurge {
                 entity: e,
@@ -696,4 +729,12 @@ impl Engine {
         }
         Ok(settled)
     }
+}
+
+/// The database's clock, read before a staged rule's stages run: a later
+/// stage takes only rows stamped before it (contract SL1).
+async fn stage_clock(conn: &mut PgConnection) -> Result<PgTime, sqlx::Error> {
+    crate::sql::query_scalar("SELECT pg_catalog.statement_timestamp()")
+        .fetch_one(&mut *conn)
+        .await
 }

@@ -5,10 +5,10 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::ExemptType;
-use super::batch::{Values, measure};
+use super::batch::{StageValues, Values, measure};
 use super::execute::in_scope;
 use super::partitions::{self, PartitionPlan, PartitionPurge};
-use super::plan::plan;
+use super::plan::plan_stages;
 use super::statements::{EntitySql, Purpose};
 use crate::engine::Engine;
 use crate::error::Error;
@@ -80,7 +80,7 @@ impl Engine {
         let tenant = scope.tenant().map(|t| t.id);
         let mut entries = Vec::new();
         for e in inner.model.entities.iter().filter(|e| in_scope(e, scope)) {
-            let mut entry = PreviewEntry {
+            let entry = || PreviewEntry {
                 entity_id: e.entity_id,
                 entity_type: e.type_name(),
                 category: e.category,
@@ -93,70 +93,83 @@ impl Engine {
                 partitions: Vec::new(),
                 matters: Vec::new(),
             };
-            match plan(inner.provider.as_ref(), e, scope.tenant(), now).await {
-                Err(f) => entry.failure = Some(f),
-                Ok(plan) => {
-                    entry.strategy = Some(plan.rule.strategy);
-                    if plan.rule.strategy != Strategy::Exempt {
-                        let cutoff = PgTime::cutoff(&plan.cutoff);
-                        entry.cutoff = cutoff.to_utc();
-                        let sql = EntitySql::build(
-                            e,
-                            plan.rule.strategy,
-                            &inner.schema,
-                            &ledger,
-                            &Purpose::Sweep,
-                            plan.rule.audit == AuditDetail::PerRow,
-                            false,
-                        );
-                        let values = Values {
+            // One entry per stage of a staged rule (contract SL1).
+            let plans = match plan_stages(inner.provider.as_ref(), e, scope.tenant(), now).await {
+                Ok(plans) => plans,
+                Err(f) => {
+                    entries.push(PreviewEntry {
+                        failure: Some(f),
+                        ..entry()
+                    });
+                    continue;
+                }
+            };
+            for plan in plans {
+                let mut entry = entry();
+                entry.strategy = Some(plan.rule.strategy);
+                if plan.rule.strategy != Strategy::Exempt {
+                    let cutoff = PgTime::cutoff(&plan.cutoff);
+                    entry.cutoff = cutoff.to_utc();
+                    let sql = EntitySql::build(
+                        e,
+                        plan.rule.strategy,
+                        &inner.schema,
+                        &ledger,
+                        &Purpose::Sweep,
+                        plan.rule.audit == AuditDetail::PerRow,
+                        false,
+                        plan.stage.as_ref().map(|s| s.sql(e)),
+                    );
+                    let values = Values {
+                        entity: e,
+                        tenant,
+                        cutoff,
+                        subject: None,
+                        batch_size: inner.options.batch_size,
+                        summary: 0,
+                        run: Uuid::nil(),
+                        ledger_tenant: scope.ledger_tenant(),
+                        strategy: plan.rule.strategy,
+                        handlers: &[],
+                        schema: &inner.schema,
+                        owner: None,
+                        cache: inner.options.connection_mode.caches_statements(),
+                        marker: None,
+                        stage: plan.stage.as_ref().map(StageValues::preview),
+                    };
+                    if plan.stage.is_none()
+                        && partitions::applies(e, plan.rule.strategy, true, &inner.options)
+                    {
+                        let purge = PartitionPurge {
                             entity: e,
-                            tenant,
-                            cutoff,
-                            subject: None,
-                            batch_size: inner.options.batch_size,
-                            summary: 0,
-                            run: Uuid::nil(),
-                            ledger_tenant: scope.ledger_tenant(),
-                            strategy: plan.rule.strategy,
-                            handlers: &[],
                             schema: &inner.schema,
+                            ledger: &ledger,
+                            tenant,
+                            ledger_tenant: scope.ledger_tenant(),
+                            cutoff,
+                            run: Uuid::nil(),
+                            summary: 0,
+                            per_row: plan.rule.audit == AuditDetail::PerRow,
+                            handlers: !inner.handlers_of(e.entity_id).is_empty(),
+                            fence_wait: inner.options.fence_wait,
+                            lock_wait: inner.options.lock_wait,
                             owner: None,
-                            cache: inner.options.connection_mode.caches_statements(),
                             marker: None,
                         };
-                        if partitions::applies(e, plan.rule.strategy, true, &inner.options) {
-                            let purge = PartitionPurge {
-                                entity: e,
-                                schema: &inner.schema,
-                                ledger: &ledger,
-                                tenant,
-                                ledger_tenant: scope.ledger_tenant(),
-                                cutoff,
-                                run: Uuid::nil(),
-                                summary: 0,
-                                per_row: plan.rule.audit == AuditDetail::PerRow,
-                                handlers: !inner.handlers_of(e.entity_id).is_empty(),
-                                fence_wait: inner.options.fence_wait,
-                                lock_wait: inner.options.lock_wait,
-                                owner: None,
-                                marker: None,
-                            };
-                            entry.partitions = purge.preview(&mut conn).await;
+                        entry.partitions = purge.preview(&mut conn).await;
+                    }
+                    match measure(&mut conn, &sql, &values).await {
+                        Ok(c) => {
+                            entry.eligible = c.eligible;
+                            entry.held = c.held;
+                            entry.null_anchor = c.null_anchor;
+                            entry.matters = c.matters;
                         }
-                        match measure(&mut conn, &sql, &values).await {
-                            Ok(c) => {
-                                entry.eligible = c.eligible;
-                                entry.held = c.held;
-                                entry.null_anchor = c.null_anchor;
-                                entry.matters = c.matters;
-                            }
-                            Err(err) => entry.failure = Some(Failure::from_sqlx(&err)),
-                        }
+                        Err(err) => entry.failure = Some(Failure::from_sqlx(&err)),
                     }
                 }
+                entries.push(entry);
             }
-            entries.push(entry);
         }
         Ok(Preview {
             now,

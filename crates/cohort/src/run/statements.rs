@@ -90,6 +90,29 @@ pub(crate) enum P {
     HoldsVersion,
     /// A value of the type's matters (see `holds::matter_set`).
     Matter(MatterParam),
+    /// A later stage's bound on the previous stamp (`PgTime`): the database
+    /// time the run's stages began, so a row stamped in this run (a stamp
+    /// from then to the statement's time) is never taken by a later stage
+    /// of the same run (contract SL1).
+    StageBefore,
+    /// A later stage's legal-minimum cutoff on the anchor (`PgTime`).
+    LegalCutoff,
+}
+
+/// One stage of a staged rule, as its statements see it (contract SL1).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StageSql<'a> {
+    /// The column the stage ages by: the previous stage's stamp; `None` for
+    /// the first stage, which ages by the anchor.
+    pub(crate) age: Option<&'a Column>,
+    /// The earlier stages' strategies: a row must be in each one's state.
+    pub(crate) earlier: &'a [Strategy],
+    /// The later stages' strategies: a row in any one's state is past this
+    /// stage and never taken back by it.
+    pub(crate) later: &'a [Strategy],
+    /// Whether the legal minimum is checked on the anchor
+    /// ([`P::LegalCutoff`]).
+    pub(crate) legal_minimum: bool,
 }
 
 /// What the statements are for.
@@ -148,6 +171,8 @@ struct Parts<'a> {
     schema: &'a SchemaName,
     /// Whether the type's row handlers capture its rows.
     capture: bool,
+    /// The stage of a staged rule, if any.
+    stage: Option<StageSql<'a>>,
 }
 
 impl Parts<'_> {
@@ -175,9 +200,67 @@ impl Parts<'_> {
             }
         }
         if self.aged() {
-            let _ = write!(s, " AND t.{} < {}", e.anchor.name, b.p(P::Cutoff));
+            let _ = write!(s, " AND t.{} < {}", self.age().name, b.p(P::Cutoff));
         }
         s.push_str(&self.pending());
+        s.push_str(&self.stage_state(b));
+        s
+    }
+
+    /// The column rows age by: the anchor, or a later stage's stamp.
+    fn age(&self) -> &Column {
+        self.stage.and_then(|s| s.age).unwrap_or(&self.e.anchor)
+    }
+
+    /// A row is in the state `strategy` leaves it in (` AND`-able), or
+    /// `None` for a strategy that leaves no row.
+    fn state_of(&self, strategy: Strategy) -> Option<String> {
+        let e = self.e;
+        match strategy {
+            Strategy::SoftDelete => e
+                .soft_delete
+                .as_ref()
+                .map(|c| format!("t.{} IS TRUE", c.name)),
+            Strategy::Anonymise => e
+                .anonymised_at
+                .as_ref()
+                .map(|c| format!("t.{} IS NOT NULL", c.name)),
+            Strategy::Purge | Strategy::Exempt => None,
+        }
+    }
+
+    /// A stage's own conditions (` AND ...`, or empty): in every earlier
+    /// stage's state, in no later stage's, a later stage's stamp set
+    /// before this run's stages began, and the legal minimum on the anchor.
+    fn stage_state(&self, b: &mut Params<P>) -> String {
+        let Some(stage) = self.stage else {
+            return String::new();
+        };
+        let mut s = String::new();
+        for st in stage.earlier {
+            if let Some(state) = self.state_of(*st) {
+                let _ = write!(s, " AND {state}");
+            }
+        }
+        for st in stage.later {
+            if let Some(state) = self.state_of(*st) {
+                let _ = write!(s, " AND ({state}) IS NOT TRUE");
+            }
+        }
+        // Stamped by this run: at or after its stages began and not after
+        // this statement (a stamp in the database's future was not written
+        // by this run, and is judged like any other).
+        if let Some(age) = stage.age {
+            let _ = write!(
+                s,
+                " AND (t.{age} < {before} OR t.{age} > pg_catalog.statement_timestamp())",
+                age = age.name,
+                before = b.p(P::StageBefore)
+            );
+        }
+        if stage.legal_minimum {
+            let _ = write!(s, " AND t.{} < {}", self.e.anchor.name, b.p(P::LegalCutoff));
+        }
         s
     }
 
@@ -306,7 +389,7 @@ impl Parts<'_> {
     /// ` AND <key> > <lower key>` for batches after the first.
     fn after(&self, b: &mut Params<P>) -> String {
         let (anchor, rid, rid_type) = (
-            &self.e.anchor.name,
+            &self.age().name,
             &self.e.record_id.name,
             &self.e.record_id.sql_type,
         );
@@ -327,7 +410,7 @@ impl Parts<'_> {
     /// operators are off the session's path both fall back alike and batches
     /// stay consistent; for ordinary types it is the index's own order.
     fn order(&self) -> String {
-        let (anchor, rid) = (&self.e.anchor.name, &self.e.record_id.name);
+        let (anchor, rid) = (&self.age().name, &self.e.record_id.name);
         if self.erasure() {
             format!("ORDER BY t.{rid} USING <")
         } else {
@@ -463,10 +546,11 @@ impl Parts<'_> {
                     .collect();
                 let _ = write!(scope, " AND ({})", any.join(" OR "));
             }
+            scope.push_str(&self.stage_state(&mut b));
             format!(
                 "(SELECT pg_catalog.count(*) FROM {table} AS t WHERE {scope} AND t.{anchor} IS NULL{pending})",
                 table = e.table,
-                anchor = e.anchor.name,
+                anchor = self.age().name,
                 pending = self.pending()
             )
         } else {
@@ -518,7 +602,7 @@ impl Parts<'_> {
              FROM (SELECT t.{anchor} AS a, (h.record_id IS NOT NULL OR {matter}) AS held \
                    FROM {table} AS t {held} WHERE {eligible}) AS x",
             table = e.table,
-            anchor = e.anchor.name,
+            anchor = self.age().name,
         );
         b.finish(text)
     }
@@ -527,7 +611,7 @@ impl Parts<'_> {
     fn range(&self, after: bool, skip_matters: bool) -> Statement<P> {
         let mut b = Params::new();
         let e = self.e;
-        let (table, anchor, rid) = (&e.table, &e.anchor.name, &e.record_id.name);
+        let (table, anchor, rid) = (&e.table, &self.age().name, &e.record_id.name);
         let eligible = self.eligible(&mut b);
         let lo = if after {
             self.after(&mut b)
@@ -597,7 +681,7 @@ impl Parts<'_> {
                     (t.{rid})::pg_catalog.text AS record_id, \
                     (t.{anchor})::pg_catalog.timestamptz AS anchor",
             rid = e.record_id.name,
-            anchor = e.anchor.name
+            anchor = self.age().name
         );
         for (i, a) in self.customs().enumerate() {
             let _ = write!(select, ", (t.{})::pg_catalog.text AS v{i}", a.column.name);
@@ -700,6 +784,7 @@ impl EntitySql {
             per_row: false,
             schema,
             capture: false,
+            stage: None,
         };
         let mut b = Params::new();
         let eligible = parts.eligible(&mut b);
@@ -726,6 +811,7 @@ impl EntitySql {
         b.finish(text)
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn build(
         e: &ResolvedEntity,
         strategy: Strategy,
@@ -734,6 +820,7 @@ impl EntitySql {
         purpose: &Purpose<'_>,
         per_row: bool,
         capture: bool,
+        stage: Option<StageSql<'_>>,
     ) -> EntitySql {
         // Handlers' work refers to the row details: capture implies them.
         let per_row = per_row || capture;
@@ -746,6 +833,7 @@ impl EntitySql {
             per_row,
             schema,
             capture,
+            stage,
         };
         let customs = parts.customs().count();
         let erasure = parts.erasure();

@@ -44,6 +44,22 @@ pub(super) fn check(
             ));
         }
     }
+    // A stage after a soft delete counts from its deleted-at (contract SL1).
+    let after_soft_delete = capabilities.is_staged()
+        && capabilities.allows(Strategy::SoftDelete)
+        && capabilities
+            .strategies()
+            .any(|s| s != Strategy::SoftDelete && s != Strategy::Exempt);
+    if after_soft_delete && roles.deleted_at.is_none() {
+        issues.push(Issue::new(
+            format!(
+                "category \"{category}\" may resolve to a staged rule with a stage after SoftDelete, \
+                 which counts its period from the deleted-at column, and the type has none"
+            ),
+            "add a nullable timestamptz field named by options.conventions.deleted_at (default \
+             `deleted_at`) or mark one with #[cohort(deleted_at)]",
+        ));
+    }
     if capabilities.allows(Strategy::SoftDelete) && roles.soft_delete.is_none() {
         issues.push(Issue::new(
             format!(

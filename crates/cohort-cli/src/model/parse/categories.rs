@@ -22,7 +22,9 @@ const RULE_KEYS: &[&str] = &[
     "source",
     "reason",
     "override",
+    "stage",
 ];
+const STAGE_KEYS: &[&str] = &["strategy", "period"];
 const OVERRIDE_KEYS: &[&str] = &[
     "tenant",
     "jurisdiction",
@@ -112,6 +114,9 @@ pub(super) fn category_rules(
     path: &str,
 ) -> Option<CategoryRules> {
     p.known_keys(t, path, RULE_KEYS);
+    if let Some(v) = get(t, "stage") {
+        return staged_rules(p, category, t, v, path);
+    }
     let strategy = match get(t, "strategy") {
         Some(_) => p.strategy(t, path, "strategy"),
         None => {
@@ -241,9 +246,153 @@ pub(super) fn category_rules(
             per_row_audit,
             source,
             reason,
+            then: Vec::new(),
         },
         capabilities,
         overrides: overrides.into_iter().map(|(o, _)| o).collect(),
+    })
+}
+
+/// A staged rule (contract SL1): `[[rules.<category>.stage]]` lists every
+/// stage in order, each a strategy and a period (the first counted from the
+/// anchor, each later one from the previous stage's stamp). The rule's other
+/// keys (legal minimum, audit, provenance, capabilities) apply to every
+/// stage; overrides may change those, not the stages.
+fn staged_rules(
+    p: &mut Parser<'_>,
+    category: &str,
+    t: &DeTable<'_>,
+    v: &Spanned<DeValue<'_>>,
+    path: &str,
+) -> Option<CategoryRules> {
+    let key = join(path, "stage");
+    for name in ["strategy", "period"] {
+        if let Some(x) = get(t, name) {
+            p.error(
+                &x.span(),
+                &join(path, name),
+                format!(
+                    "a staged rule lists every stage under [[{key}]]; move {name} into its first stage"
+                ),
+            );
+        }
+    }
+    let mut stages: Vec<(Strategy, cohort::Period, Range<usize>)> = Vec::new();
+    let mut complete = true;
+    for (i, st, sspan) in p.tables_of(v, &key) {
+        let spath = format!("{key}[{i}]");
+        p.known_keys(st, &spath, STAGE_KEYS);
+        let strategy = match get(st, "strategy") {
+            Some(_) => p.strategy(st, &spath, "strategy"),
+            None => {
+                p.error(
+                    &sspan,
+                    &join(&spath, "strategy"),
+                    "missing: the stage's strategy (purge, soft-delete or anonymise)",
+                );
+                None
+            }
+        };
+        let period = match get(st, "period") {
+            Some(_) => p.period(st, &spath, "period"),
+            None => {
+                p.error(
+                    &sspan,
+                    &join(&spath, "period"),
+                    if i == 0 {
+                        "missing: how long after the anchor (\"30d\", \"18 months\")"
+                    } else {
+                        "missing: how long after the previous stage (\"60d\", \"6 years\")"
+                    },
+                );
+                None
+            }
+        };
+        match (strategy, period) {
+            (Some(s), Some(per)) => stages.push((*s.get_ref(), per, sspan)),
+            _ => complete = false,
+        }
+    }
+    if stages.is_empty() {
+        if complete {
+            p.error(&v.span(), &key, "a staged rule needs at least one stage");
+        }
+        return None;
+    }
+    // The library's own checks of a stage list, each at its stage.
+    let mut rule = cohort::Rule::new(stages[0].1, stages[0].0);
+    for (s, per, _) in &stages[1..] {
+        rule = rule.then(*per, *s);
+    }
+    for problem in rule.stage_problems() {
+        let number = match problem {
+            cohort::policy::StageProblem::ZeroPeriod { stage }
+            | cohort::policy::StageProblem::Repeated { stage, .. }
+            | cohort::policy::StageProblem::AfterPurge { stage }
+            | cohort::policy::StageProblem::Exempt { stage } => stage,
+            _ => 1,
+        };
+        let span = stages
+            .get(number.saturating_sub(1))
+            .map_or(v.span(), |s| s.2.clone());
+        p.error(
+            &span,
+            &format!("{key}[{}]", number.saturating_sub(1)),
+            problem.to_string(),
+        );
+    }
+    let legal_minimum = p.period(t, path, "legal_minimum");
+    let per_row_audit = p.audit(t, path).unwrap_or(false);
+    let source = p.opt_string(t, path, "source").map(|s| s.value);
+    let reason = p.opt_string(t, path, "reason").map(|s| s.value);
+    let mut capabilities: Vec<Strategy> = Vec::new();
+    for (s, _, _) in &stages {
+        if !capabilities.contains(s) {
+            capabilities.push(*s);
+        }
+    }
+    if get(t, "capabilities").is_some() {
+        p.error(
+            &v.span(),
+            &join(path, "capabilities"),
+            "a staged rule's capabilities are its stages' strategies; remove `capabilities`",
+        );
+    }
+    let mut overrides = Vec::new();
+    if let Some(ov) = get(t, "override") {
+        let okey = join(path, "override");
+        for (i, ot, ospan) in p.tables_of(ov, &okey) {
+            let opath = format!("{okey}[{i}]");
+            for name in ["strategy", "period"] {
+                if let Some(x) = get(ot, name) {
+                    p.error(
+                        &x.span(),
+                        &join(&opath, name),
+                        format!(
+                            "an override of a staged rule may change its legal minimum, audit, source \
+                             or reason, not its stages' {name}"
+                        ),
+                    );
+                }
+            }
+            if let Some(o) = override_of(p, ot, &ospan, &opath) {
+                overrides.push(o);
+            }
+        }
+    }
+    Some(CategoryRules {
+        category: category.to_owned(),
+        base: RuleSpec {
+            strategy: stages[0].0,
+            period: stages[0].1,
+            legal_minimum,
+            per_row_audit,
+            source,
+            reason,
+            then: rule.then,
+        },
+        capabilities,
+        overrides,
     })
 }
 

@@ -10,3 +10,4 @@ mod maintenance;
 mod panicking_callbacks;
 mod postgres_limits;
 mod rules;
+mod stages;
