@@ -318,6 +318,54 @@ impl Cohort {
         Worker::new(Arc::clone(&self.inner))
     }
 
+    /// The tables this handle's model declares exempt (`#[cohort(exempt =
+    /// "...")]`), with their reasons, for the auditor's report.
+    pub fn exempt_tables(&self) -> Vec<crate::evidence::ExemptTable> {
+        self.inner
+            .model
+            .exempt
+            .iter()
+            .map(|d| {
+                let schema = d
+                    .schema()
+                    .unwrap_or(self.inner.options.default_table_schema.as_str());
+                let reason = match d.membership() {
+                    crate::model::Membership::Exempt { reason } => reason,
+                    crate::model::Membership::Retained { .. } => "",
+                };
+                crate::evidence::ExemptTable::new(
+                    d.type_name(),
+                    format!("{schema}.{}", d.table()),
+                    reason,
+                )
+            })
+            .collect()
+    }
+
+    /// The auditor's report ([`crate::evidence::audit_report`]) on a
+    /// connection of the pool, with the exempt tables of this handle's
+    /// model ([`Self::exempt_tables`]) when `options` gives none.
+    ///
+    /// ```no_run
+    /// # async fn demo(cohort: cohort::Cohort) -> Result<(), cohort::Error> {
+    /// use cohort::evidence::{ReportOptions, TimeRange};
+    /// let report = cohort.audit_report(&ReportOptions::new(TimeRange::all())).await?;
+    /// std::fs::write("retention-report.html", report.to_html()?)
+    ///     .map_err(cohort::evidence::EvidenceError::from)?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn audit_report(
+        &self,
+        options: &crate::evidence::ReportOptions,
+    ) -> Result<crate::evidence::AuditReport, Error> {
+        let mut options = options.clone();
+        if options.exempt.is_none() {
+            options.exempt = Some(self.exempt_tables());
+        }
+        let mut conn = self.inner.pool.acquire().await?;
+        crate::evidence::audit_report(&mut conn, &self.inner.schema, &options).await
+    }
+
     /// Marks runs still `Started` after [`Options::settle_timeout`] as
     /// `Failed`, when their owner is gone (their run lock can be taken); a
     /// live run is never touched. Their summaries still `Running` are

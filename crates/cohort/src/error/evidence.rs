@@ -56,9 +56,18 @@ pub enum EvidenceError {
         /// What is wrong.
         reason: String,
     },
-    /// A certificate's signature is missing, or does not verify with the key.
-    #[error("the certificate's signature does not verify")]
+    /// A certificate's or report's signature is missing, is by another key,
+    /// or does not verify over the document as it is.
+    #[error("the signature does not verify with this key over this document")]
     BadSignature,
+    /// A report's signature file cannot be read: not the JSON
+    /// [`crate::evidence::ReportSignature::to_json`] writes, or a version
+    /// this library does not know.
+    #[error("not a report signature: {reason}")]
+    MalformedSignature {
+        /// What is wrong.
+        reason: String,
+    },
     /// The report's time range is empty (`from` is not before `to`).
     #[error("the time range is empty: from must be before to")]
     EmptyRange,

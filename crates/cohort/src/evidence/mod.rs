@@ -7,7 +7,9 @@
 //! * [`export`] streams runs, summaries or row details of a time range as
 //!   JSON Lines or CSV to any [`std::io::Write`] with flat memory (EV2).
 //! * [`AuditReport`] gathers an auditor's report and renders it as one
-//!   self-contained HTML file with inline SVG charts (EV3).
+//!   self-contained HTML file with inline SVG charts (EV3);
+//!   [`sign_report`] signs the file (a detached Ed25519 signature) and
+//!   [`verify_report_signature`] checks it.
 //! * [`Certificate`] is an erasure certificate: counts per type with their
 //!   reasons, rules, times, the run id and the chain head, the subject kept
 //!   as a keyed hash, optionally signed with Ed25519 (EV4).
@@ -19,10 +21,12 @@
 
 mod certificate;
 mod chain;
+mod charts;
 mod export;
 mod physical;
 mod register;
 mod report;
+mod signature;
 
 pub use crate::error::evidence::EvidenceError;
 pub(crate) use certificate::subject_hmac_bytes;
@@ -41,7 +45,12 @@ pub use register::{
     RegisterEntry, erasure_register_entry, read_erasure_register, write_erasure_register,
 };
 pub use report::{
-    ActiveHold, ActiveMatter, AuditReport, CategoryMonth, FailedRun, ReportOptions, audit_report,
+    ActiveHold, ActiveMatter, AuditReport, CategoryMonth, CoverageEntry, DEFAULT_LIST_LIMIT,
+    EndedHold, EndedMatter, ErasureEntry, ErasureTotals, ExemptTable, FailedRun, FailureEntry,
+    ReportList, ReportOptions, RuleInForce, RunCount, RunEntry, audit_report, run_chain_check_sql,
+};
+pub use signature::{
+    REPORT_SIGNATURE_VERSION, ReportSignature, sign_report, verify_report_signature,
 };
 
 /// One read-only snapshot for every read of an evidence call (so its parts

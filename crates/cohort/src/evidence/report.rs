@@ -1,42 +1,115 @@
-//! The auditor's report (contract EV3): gathered from the ledger, rendered
-//! as one self-contained HTML file (inline CSS and SVG, no script, no
-//! request at view time), from a compile-time template (askama) with charts
-//! drawn by plotters' SVG backend.
+//! The auditor's report (contract EV3): gathered from the ledger in one
+//! read-only snapshot, rendered as one self-contained HTML file (inline CSS
+//! and SVG, no script, no request at view time) from a compile-time
+//! template (askama), with charts drawn by plotters' SVG backend.
+//!
+//! Memory is bounded: every figure is aggregated in SQL (per category and
+//! month, per type, per rule, per kind of run), and every list (runs,
+//! erasures, failed runs, holds, matters) is capped at
+//! [`ReportOptions::list_limit`] rows, with its total counted apart, so the
+//! report states how many were left out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
 use askama::Template;
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
-use plotters::prelude::*;
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
-use super::{ChainHead, EvidenceError, TimeRange, VerifyReport, verify};
+use super::charts::{self, SERIES, grouped};
+use super::{EvidenceError, TimeRange, VerifyReport, verify};
 use crate::error::Error;
 use crate::schema::SchemaName;
 use crate::sql::AssertSqlSafe;
 
+/// How many rows each list of the report shows at most, by default.
+pub const DEFAULT_LIST_LIMIT: u32 = 500;
+
 /// What to put in the report.
 #[derive(Debug, Clone)]
 pub struct ReportOptions {
-    /// The runs to report on: those that started in this range.
+    /// The runs to report on: those that started in this range. Holds and
+    /// matters that ended are those that ended in it.
     pub range: TimeRange,
     /// The instant active holds are judged at (and their age measured to).
     pub as_of: DateTime<Utc>,
     /// The report's title.
     pub title: String,
+    /// The tables the host keeps out of retention on purpose, with their
+    /// reasons. The ledger does not know them (an exempt type is never
+    /// swept), so only the caller can say: [`crate::Cohort::audit_report`]
+    /// fills it from the handle's model, `cohort report` from the model
+    /// file. `None`: not given, and the report says so.
+    pub exempt: Option<Vec<ExemptTable>>,
+    /// The longest list the report shows (runs, erasures, failed runs,
+    /// holds, matters); each says how many more there are. At least 1.
+    pub list_limit: u32,
+    /// The hex Ed25519 public key the report file will be signed with
+    /// ([`super::sign_report`]), when the caller signs it: the report names
+    /// it and says how to check the detached signature.
+    pub signed_by: Option<String>,
 }
 
 impl ReportOptions {
-    /// Runs that started in `range`; holds active now.
+    /// Runs that started in `range`; holds active now; lists of at most
+    /// [`DEFAULT_LIST_LIMIT`] rows; no exempt tables given; not signed.
     pub fn new(range: TimeRange) -> ReportOptions {
         ReportOptions {
             range,
             as_of: Utc::now(),
             title: "Data retention: auditor's report".to_owned(),
+            exempt: None,
+            list_limit: DEFAULT_LIST_LIMIT,
+            signed_by: None,
         }
+    }
+}
+
+/// A table kept out of retention on purpose (contract M1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExemptTable {
+    /// Its name in the model.
+    pub name: String,
+    /// The table, `schema.table`.
+    pub table: String,
+    /// Why it is exempt.
+    pub reason: String,
+}
+
+impl ExemptTable {
+    /// An exempt table.
+    pub fn new(
+        name: impl Into<String>,
+        table: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> ExemptTable {
+        ExemptTable {
+            name: name.into(),
+            table: table.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A list capped at [`ReportOptions::list_limit`] rows, and how many rows
+/// the whole list has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReportList<T> {
+    /// The rows shown, in the list's order.
+    pub items: Vec<T>,
+    /// How many rows the list has in all.
+    pub total: u64,
+}
+
+impl<T> ReportList<T> {
+    /// How many rows were left out.
+    pub fn not_shown(&self) -> u64 {
+        self.total.saturating_sub(self.items.len() as u64)
     }
 }
 
@@ -61,6 +134,217 @@ pub struct CategoryMonth {
     pub held: i64,
 }
 
+/// Runs of one kind and trigger in the range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunCount {
+    /// `Sweep` or `Erasure`.
+    pub kind: String,
+    /// `Scheduled` or `Manual`.
+    pub trigger: String,
+    /// Every run, whatever its status.
+    pub runs: i64,
+    /// Of which dry runs.
+    pub dry_runs: i64,
+    /// Ended `Succeeded`.
+    pub succeeded: i64,
+    /// Ended `PartiallyFailed`.
+    pub partially_failed: i64,
+    /// Ended `Failed`.
+    pub failed: i64,
+    /// Ended `Cancelled`.
+    pub cancelled: i64,
+    /// Still `Started`.
+    pub in_progress: i64,
+    /// Rows changed by the real (not dry) runs.
+    pub rows_changed: i64,
+}
+
+/// A settled run (not cancelled) of the range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunEntry {
+    /// The run.
+    pub run_id: Uuid,
+    /// `Sweep` or `Erasure`.
+    pub kind: String,
+    /// `Scheduled` or `Manual`.
+    pub trigger: String,
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// The tenant; `None` for the tenantless pass.
+    pub tenant: Option<Uuid>,
+    /// `Succeeded`, `PartiallyFailed` or `Failed`.
+    pub status: String,
+    /// When it started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When it settled.
+    pub settled_at: Option<String>,
+    /// How many types (ledger summaries) it processed.
+    pub types: i64,
+    /// Rows it changed (a dry run: would have).
+    pub changed: i64,
+    /// Rows it left because a hold or matter covered them.
+    pub held: i64,
+    /// Types that failed in it.
+    pub failed_types: i64,
+    /// The erasure it replays after a restore (contract SA2).
+    pub replay_of: Option<Uuid>,
+}
+
+/// A rule as the ledger recorded it for the runs of the range: one row per
+/// category, strategy and provenance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuleInForce {
+    /// The category.
+    pub category: String,
+    /// The types of the category it was applied to, by name.
+    pub types: String,
+    /// The strategy (`Purge`, `SoftDelete`, `Anonymise`, `Exempt`;
+    /// `Unresolved` when no rule could be resolved).
+    pub strategy: String,
+    /// The periods sweeps applied (ISO 8601), comma-separated: each the
+    /// greater of the rule's period and its legal minimum (contract P6).
+    pub sweep_periods: Option<String>,
+    /// The legal minimums erasures applied (ISO 8601, `none` when the rule
+    /// had none), comma-separated.
+    pub erasure_minimums: Option<String>,
+    /// The rule's source.
+    pub rule_source: Option<String>,
+    /// The rule's reason.
+    pub rule_reason: Option<String>,
+    /// Sweeps that applied it.
+    pub sweeps: i64,
+    /// Erasures that applied it.
+    pub erasures: i64,
+    /// The start of the first run that applied it (RFC 3339, UTC).
+    pub first_used: String,
+    /// The start of the last.
+    pub last_used: String,
+}
+
+/// A retained type, as the registry of retained types and the ledger know
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CoverageEntry {
+    /// The retained-entity id.
+    pub entity_id: Uuid,
+    /// Its name (the registry's, else the ledger's).
+    pub name: String,
+    /// Its table, `schema.table`, when registered.
+    pub table: Option<String>,
+    /// When a handle registered it (RFC 3339, UTC).
+    pub registered_at: Option<String>,
+    /// The categories runs of the range recorded for it.
+    pub categories: Option<String>,
+    /// The strategies they applied.
+    pub strategies: Option<String>,
+    /// Real (not dry) runs of the range that processed it.
+    pub runs: i64,
+    /// Of which it failed in.
+    pub failed: i64,
+    /// Rows those runs changed.
+    pub changed: i64,
+    /// The start of the last run of the range that processed it.
+    pub last_run: Option<String>,
+}
+
+impl CoverageEntry {
+    /// What the ledger says of the type in the range, in words.
+    pub fn state(&self) -> &'static str {
+        let strategies = self.strategies.as_deref().unwrap_or("");
+        if self.runs == 0 {
+            "no run in range"
+        } else if self.table.is_none() {
+            "in the ledger, not in the registry"
+        } else if self.failed >= self.runs {
+            "failed in every run"
+        } else if strategies == "Exempt" {
+            "exempt by its rule"
+        } else {
+            "swept"
+        }
+    }
+}
+
+/// An erasure request (an erasure run) of the range and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ErasureEntry {
+    /// The run.
+    pub run_id: Uuid,
+    /// `Scheduled` or `Manual`.
+    pub trigger: String,
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// The tenant; `None` for tenantless.
+    pub tenant: Option<Uuid>,
+    /// How it ended (`Succeeded`, `PartiallyFailed`, `Failed`,
+    /// `Cancelled`).
+    pub status: String,
+    /// When it started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When it settled.
+    pub settled_at: Option<String>,
+    /// The first 16 hex digits of the subject's keyed hash (HMAC-SHA256
+    /// under the host's subject key), to match a certificate; `None` when
+    /// it recorded none.
+    pub subject_hash: Option<String>,
+    /// The erasure it replays after a restore.
+    pub replay_of: Option<Uuid>,
+    /// Types it processed.
+    pub types: i64,
+    /// Rows erased (a dry run: would have been).
+    pub erased: i64,
+    /// Rows kept because a hold or matter covered them.
+    pub held: i64,
+    /// Rows kept because the legal minimum had not passed.
+    pub legal_minimum: i64,
+    /// Rows kept because their anchor is NULL (the legal minimum cannot be
+    /// judged passed).
+    pub null_anchor: i64,
+    /// Types that failed.
+    pub failed_types: i64,
+}
+
+/// The erasures of the range, all of them (not only those listed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ErasureTotals {
+    /// Erasure runs settled in the range (dry runs included).
+    pub requests: i64,
+    /// Of which dry runs.
+    pub dry_runs: i64,
+    /// Of which did not succeed (`PartiallyFailed`, `Failed`, `Cancelled`).
+    pub not_succeeded: i64,
+    /// Rows erased by the real ones.
+    pub erased: i64,
+    /// Rows the real ones kept for a hold or matter.
+    pub held: i64,
+    /// Rows they kept for the legal minimum.
+    pub legal_minimum: i64,
+    /// Rows they kept for a NULL anchor.
+    pub null_anchor: i64,
+}
+
+/// One failure of a failed run, from its sanitized error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FailureEntry {
+    /// The type that failed, by name (`None`: the run as a whole).
+    pub entity: Option<String>,
+    /// The failure's kind (`Database`, `RuleProvider`, ...).
+    pub kind: String,
+    /// What the kind means, in words.
+    pub meaning: String,
+    /// The SQLSTATE of a database error.
+    pub sqlstate: Option<String>,
+    /// The id the host's log has the full error under.
+    pub diagnostic_id: Option<String>,
+}
+
 /// A run that failed as a whole or in part.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -69,14 +353,19 @@ pub struct FailedRun {
     pub run_id: Uuid,
     /// `Sweep` or `Erasure`.
     pub kind: String,
+    /// `Scheduled` or `Manual`.
+    pub trigger: String,
     /// `Failed` or `PartiallyFailed`.
     pub status: String,
     /// When it started (RFC 3339, UTC).
     pub started_at: String,
     /// When it settled.
     pub settled_at: Option<String>,
-    /// Its sanitized error envelope (kind, SQLSTATE, diagnostic id).
+    /// Its sanitized error as stored (kinds, SQLSTATEs, diagnostic ids;
+    /// never a message or a value).
     pub error: Option<String>,
+    /// The same, read: one entry per failed type.
+    pub failures: Vec<FailureEntry>,
 }
 
 /// A hold active at the report's `as_of`.
@@ -87,6 +376,8 @@ pub struct ActiveHold {
     pub hold_id: Uuid,
     /// The retained-entity id.
     pub entity_id: Uuid,
+    /// The retained type's name (its id when no name is known).
+    pub entity: String,
     /// The held row's record id.
     pub record_id: String,
     /// The tenant (`-` for tenantless).
@@ -95,8 +386,36 @@ pub struct ActiveHold {
     pub reason: String,
     /// When it was created (RFC 3339, UTC).
     pub created_at: String,
+    /// When it stops protecting by itself (RFC 3339, UTC); `None`: until
+    /// removed.
+    pub expires_at: Option<String>,
     /// Whole days since its creation, at `as_of`.
     pub age_days: i64,
+}
+
+/// A hold that stopped protecting in the range (removed or expired), up to
+/// `as_of`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndedHold {
+    /// The hold.
+    pub hold_id: Uuid,
+    /// The retained-entity id.
+    pub entity_id: Uuid,
+    /// The retained type's name (its id when no name is known).
+    pub entity: String,
+    /// The held row's record id.
+    pub record_id: String,
+    /// The tenant (`-` for tenantless).
+    pub tenant: String,
+    /// Why it was held.
+    pub reason: String,
+    /// When it was created (RFC 3339, UTC).
+    pub created_at: String,
+    /// When it stopped protecting (RFC 3339, UTC).
+    pub ended_at: String,
+    /// `removed` or `expired`.
+    pub ended_by: String,
 }
 
 /// A matter hold active at the report's `as_of` (contract MH3).
@@ -106,7 +425,7 @@ pub struct ActiveMatter {
     /// The matter.
     pub matter_id: Uuid,
     /// What it protects, in words: the subject and the types it covers, or
-    /// the type and its anchor window.
+    /// the type and its anchor window, types by name.
     pub scope: String,
     /// The tenant (`-` for tenantless).
     pub tenant: String,
@@ -122,6 +441,29 @@ pub struct ActiveMatter {
     pub age_days: i64,
 }
 
+/// A matter hold that stopped protecting in the range (released or
+/// expired), up to `as_of`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndedMatter {
+    /// The matter.
+    pub matter_id: Uuid,
+    /// What it protected, in words.
+    pub scope: String,
+    /// The tenant (`-` for tenantless).
+    pub tenant: String,
+    /// Who asked for it.
+    pub owner: String,
+    /// Why.
+    pub reason: String,
+    /// When it was created (RFC 3339, UTC).
+    pub created_at: String,
+    /// When it stopped protecting (RFC 3339, UTC).
+    pub ended_at: String,
+    /// `released` or `expired`.
+    pub ended_by: String,
+}
+
 /// An auditor's report, gathered by [`audit_report`]; [`AuditReport::to_html`]
 /// renders it.
 #[derive(Debug, Clone)]
@@ -133,16 +475,41 @@ pub struct AuditReport {
     pub options: ReportOptions,
     /// When it was gathered.
     pub generated_at: DateTime<Utc>,
+    /// How many runs started in the range (any status, dry runs included).
+    pub runs_in_range: i64,
+    /// The start of the range's first run.
+    pub first_run: Option<DateTime<Utc>>,
+    /// The start of its last run.
+    pub last_run: Option<DateTime<Utc>>,
     /// Per category and month, in order.
     pub rows: Vec<CategoryMonth>,
+    /// Runs per kind and trigger.
+    pub run_counts: Vec<RunCount>,
+    /// Settled runs, oldest first; cancelled runs and runs in progress are
+    /// only counted ([`Self::run_counts`]).
+    pub runs: ReportList<RunEntry>,
+    /// The rules the runs applied, per category.
+    pub rules: ReportList<RuleInForce>,
+    /// Every retained type the registry or the range's ledger knows.
+    pub coverage: Vec<CoverageEntry>,
+    /// Erasure requests and their outcomes, oldest first.
+    pub erasures: ReportList<ErasureEntry>,
+    /// Every erasure of the range, added up.
+    pub erasure_totals: ErasureTotals,
     /// Failed and partially failed runs, oldest first.
-    pub failed_runs: Vec<FailedRun>,
+    pub failed_runs: ReportList<FailedRun>,
     /// Active holds, oldest first.
-    pub active_holds: Vec<ActiveHold>,
+    pub active_holds: ReportList<ActiveHold>,
+    /// Holds that stopped protecting in the range, in the order they did.
+    pub ended_holds: ReportList<EndedHold>,
     /// Active matter holds, oldest first.
-    pub active_matters: Vec<ActiveMatter>,
+    pub active_matters: ReportList<ActiveMatter>,
+    /// Matter holds that stopped protecting in the range.
+    pub ended_matters: ReportList<EndedMatter>,
     /// The chain's verification.
     pub verification: VerifyReport,
+    /// Retained-entity ids to names (the registry's, then the ledger's).
+    pub names: BTreeMap<Uuid, String>,
 }
 
 fn rfc3339(prefix: &str, c: &str) -> String {
@@ -154,9 +521,16 @@ fn rfc3339(prefix: &str, c: &str) -> String {
     )
 }
 
-/// Gathers the auditor's report of the install in `schema`: activity per
-/// category and month, failed runs, active holds and the chain's
-/// verification ([`verify`]).
+/// The runs of the range: `$1 <= started_at < $2`.
+const IN_RANGE: &str = "pg_catalog.isfinite(r.started_at) \
+     AND r.started_at OPERATOR(pg_catalog.>=) $1 AND r.started_at OPERATOR(pg_catalog.<) $2";
+
+/// Gathers the auditor's report of the install in `schema`: the chain's
+/// verification ([`verify`]), the retained types and their coverage, the
+/// rules in force, runs by kind and trigger, activity per category and
+/// month, the runs, erasure requests, failed runs, and holds and matters
+/// active and ended. One `REPEATABLE READ READ ONLY` snapshot; figures
+/// aggregated in SQL, lists capped at [`ReportOptions::list_limit`].
 ///
 /// ```no_run
 /// # async fn demo(pool: sqlx::PgPool) -> Result<(), cohort::Error> {
@@ -185,369 +559,1243 @@ pub async fn audit_report(
     Ok(report)
 }
 
+fn tenant_of(t: Option<Uuid>) -> Option<Uuid> {
+    t.filter(|t| !t.is_nil())
+}
+
+fn tenant_text(t: Option<Uuid>) -> String {
+    tenant_of(t).map_or_else(|| "-".to_owned(), |t| t.to_string())
+}
+
+fn total_of(total: i64) -> u64 {
+    u64::try_from(total).unwrap_or(0)
+}
+
+/// The name of a retained type, or its id when none is known.
+fn name_of(names: &BTreeMap<Uuid, String>, id: Uuid) -> String {
+    names.get(&id).cloned().unwrap_or_else(|| id.to_string())
+}
+
 async fn read_report(
     conn: &mut PgConnection,
     schema: &SchemaName,
     options: &ReportOptions,
 ) -> Result<AuditReport, Error> {
     let verification = verify(conn, schema).await?;
-    let runs = schema.table("sweep_run");
-    let summaries = schema.table("sweep_run_entity_summary");
-    let holds = schema.table("retention_holds");
+    let limit = i64::from(options.list_limit.max(1));
+    let (from, to) = (options.range.from, options.range.to);
+    // Holds and matters that ended: in the range, and not after `as_of`.
+    let ended_to = to.min(options.as_of);
+    let t = Tables::new(schema);
 
-    let mut rows = Vec::new();
-    {
-        let mut stream = crate::sql::query(AssertSqlSafe(format!(
-            // Rows changed add up over the month's runs; rows held do not
-            // (the same held row is counted by every run that meets it):
-            // per type and tenant, the held count of the month's latest run.
-            "SELECT m.category, m.month, \
-                    pg_catalog.sum(m.purged)::bigint AS purged, \
-                    pg_catalog.sum(m.soft_deleted)::bigint AS soft_deleted, \
-                    pg_catalog.sum(m.anonymised)::bigint AS anonymised, \
-                    pg_catalog.sum(m.held)::bigint AS held \
-             FROM (SELECT s.category, \
-                          pg_catalog.to_char(pg_catalog.date_trunc('month', r.started_at AT TIME ZONE 'UTC'), 'YYYY-MM') AS month, \
-                          pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Purge' THEN s.affected_count ELSE 0 END) AS purged, \
-                          pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'SoftDelete' THEN s.affected_count ELSE 0 END) AS soft_deleted, \
-                          pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Anonymise' THEN s.affected_count ELSE 0 END) AS anonymised, \
-                          (pg_catalog.array_agg(s.held_count ORDER BY r.started_at DESC, r.run_id DESC))[1] AS held \
-                   FROM {summaries} AS s JOIN {runs} AS r ON r.run_id OPERATOR(pg_catalog.=) s.run_id \
-                   WHERE NOT r.dry_run AND pg_catalog.isfinite(r.started_at) \
-                     AND r.started_at OPERATOR(pg_catalog.>=) $1 AND r.started_at OPERATOR(pg_catalog.<) $2 \
-                   GROUP BY 1, 2, s.retained_entity_id, s.tenant_id) AS m \
-             GROUP BY 1, 2 ORDER BY 2, 1"
-        )))
+    let span = crate::sql::query(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) AS runs, pg_catalog.min(r.started_at) AS first, \
+                pg_catalog.max(r.started_at) AS last FROM {runs} AS r WHERE {IN_RANGE}",
+        runs = t.runs
+    )))
+    .bind(from)
+    .bind(to)
+    .fetch_one(&mut *conn)
+    .await?;
+
+    let coverage = read_coverage(conn, &t, options).await?;
+    let mut names: BTreeMap<Uuid, String> = BTreeMap::new();
+    for c in &coverage {
+        names.insert(c.entity_id, c.name.clone());
+    }
+
+    Ok(AuditReport {
+        schema: schema.clone(),
+        options: options.clone(),
+        generated_at: Utc::now(),
+        runs_in_range: span.try_get("runs")?,
+        first_run: span.try_get("first")?,
+        last_run: span.try_get("last")?,
+        rows: read_category_months(conn, &t, options).await?,
+        run_counts: read_run_counts(conn, &t, options).await?,
+        runs: read_runs(conn, &t, options, limit).await?,
+        rules: read_rules(conn, &t, options, limit).await?,
+        erasures: read_erasures(conn, &t, options, limit).await?,
+        erasure_totals: read_erasure_totals(conn, &t, options).await?,
+        failed_runs: read_failed_runs(conn, &t, options, limit, &names).await?,
+        active_holds: read_active_holds(conn, &t, options, limit, &names).await?,
+        ended_holds: read_ended_holds(conn, &t, from, ended_to, limit, &names).await?,
+        active_matters: read_active_matters(conn, &t, options, limit, &names).await?,
+        ended_matters: read_ended_matters(conn, &t, from, ended_to, limit, &names).await?,
+        coverage,
+        verification,
+        names,
+    })
+}
+
+/// Cohort's tables, schema-qualified and quoted.
+struct Tables {
+    runs: crate::sql::QualifiedName,
+    summaries: crate::sql::QualifiedName,
+    holds: crate::sql::QualifiedName,
+    matters: crate::sql::QualifiedName,
+    registry: crate::sql::QualifiedName,
+}
+
+impl Tables {
+    fn new(schema: &SchemaName) -> Tables {
+        Tables {
+            runs: schema.table("sweep_run"),
+            summaries: schema.table("sweep_run_entity_summary"),
+            holds: schema.table("retention_holds"),
+            matters: schema.table("retention_matters"),
+            registry: schema.table("retention_entities"),
+        }
+    }
+}
+
+async fn read_coverage(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+) -> Result<Vec<CoverageEntry>, Error> {
+    // One row per retained type: the registry's (every type a handle
+    // registered) and the range's ledger's (aggregated per type), joined.
+    let sql = format!(
+        "WITH seen AS ( \
+           SELECT s.retained_entity_id, pg_catalog.max(s.entity_type) AS entity_type, \
+                  pg_catalog.string_agg(DISTINCT s.category, ', ') AS categories, \
+                  pg_catalog.string_agg(DISTINCT s.strategy, ', ') FILTER (WHERE NOT r.dry_run) AS strategies, \
+                  pg_catalog.count(DISTINCT s.run_id) FILTER (WHERE NOT r.dry_run) AS runs, \
+                  pg_catalog.count(DISTINCT s.run_id) FILTER (WHERE NOT r.dry_run AND s.status OPERATOR(pg_catalog.=) 'Failed') AS failed, \
+                  COALESCE(pg_catalog.sum(s.affected_count) FILTER (WHERE NOT r.dry_run), 0)::bigint AS changed, \
+                  pg_catalog.max(r.started_at) FILTER (WHERE NOT r.dry_run) AS last_run \
+           FROM {summaries} AS s JOIN {runs} AS r ON r.run_id OPERATOR(pg_catalog.=) s.run_id \
+           WHERE {IN_RANGE} GROUP BY s.retained_entity_id) \
+         SELECT COALESCE(e.retained_entity_id, seen.retained_entity_id) AS entity_id, \
+                COALESCE(e.entity_type, seen.entity_type) AS name, \
+                CASE WHEN e.retained_entity_id IS NULL THEN NULL \
+                     ELSE pg_catalog.concat(e.table_schema, '.', e.table_name) END AS table_name, \
+                {registered}, seen.categories, seen.strategies, \
+                COALESCE(seen.runs, 0)::bigint AS runs, COALESCE(seen.failed, 0)::bigint AS failed, \
+                COALESCE(seen.changed, 0)::bigint AS changed, {last_run} \
+         FROM {registry} AS e FULL JOIN seen \
+           ON seen.retained_entity_id OPERATOR(pg_catalog.=) e.retained_entity_id \
+         ORDER BY 2, 1",
+        summaries = t.summaries,
+        runs = t.runs,
+        registry = t.registry,
+        registered = rfc3339("e", "registered_at"),
+        last_run = rfc3339("seen", "last_run"),
+    );
+    let mut out = Vec::new();
+    let mut stream = crate::sql::query(AssertSqlSafe(sql))
         .bind(options.range.from)
         .bind(options.range.to)
         .fetch(&mut *conn);
-        while let Some(r) = stream.try_next().await? {
-            rows.push(CategoryMonth {
-                category: r.try_get("category")?,
-                month: r.try_get("month")?,
-                purged: r.try_get("purged")?,
-                soft_deleted: r.try_get("soft_deleted")?,
-                anonymised: r.try_get("anonymised")?,
-                held: r.try_get("held")?,
-            });
-        }
+    while let Some(r) = stream.try_next().await? {
+        let entity_id: Uuid = r.try_get("entity_id")?;
+        let name: Option<String> = r.try_get("name")?;
+        out.push(CoverageEntry {
+            entity_id,
+            name: name.unwrap_or_else(|| entity_id.to_string()),
+            table: r.try_get("table_name")?,
+            registered_at: r.try_get("registered_at")?,
+            categories: r.try_get("categories")?,
+            strategies: r.try_get("strategies")?,
+            runs: r.try_get("runs")?,
+            failed: r.try_get("failed")?,
+            changed: r.try_get("changed")?,
+            last_run: r.try_get("last_run")?,
+        });
     }
+    Ok(out)
+}
 
-    let mut failed_runs = Vec::new();
-    for r in crate::sql::query(AssertSqlSafe(format!(
-        "SELECT r.run_id, r.run_kind, r.status, r.error, {}, {} FROM {runs} AS r \
-         WHERE r.status OPERATOR(pg_catalog.=) ANY (ARRAY['Failed', 'PartiallyFailed']) \
-           AND r.started_at OPERATOR(pg_catalog.>=) $1 AND r.started_at OPERATOR(pg_catalog.<) $2 \
-         ORDER BY r.started_at, r.run_id",
-        rfc3339("r", "started_at"),
-        rfc3339("r", "settled_at")
+async fn read_category_months(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+) -> Result<Vec<CategoryMonth>, Error> {
+    let mut rows = Vec::new();
+    let mut stream = crate::sql::query(AssertSqlSafe(format!(
+        // Rows changed add up over the month's runs; rows held do not
+        // (the same held row is counted by every run that meets it):
+        // per type and tenant, the held count of the month's latest run.
+        "SELECT m.category, m.month, \
+                pg_catalog.sum(m.purged)::bigint AS purged, \
+                pg_catalog.sum(m.soft_deleted)::bigint AS soft_deleted, \
+                pg_catalog.sum(m.anonymised)::bigint AS anonymised, \
+                pg_catalog.sum(m.held)::bigint AS held \
+         FROM (SELECT s.category, \
+                      pg_catalog.to_char(pg_catalog.date_trunc('month', r.started_at AT TIME ZONE 'UTC'), 'YYYY-MM') AS month, \
+                      pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Purge' THEN s.affected_count ELSE 0 END) AS purged, \
+                      pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'SoftDelete' THEN s.affected_count ELSE 0 END) AS soft_deleted, \
+                      pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Anonymise' THEN s.affected_count ELSE 0 END) AS anonymised, \
+                      (pg_catalog.array_agg(s.held_count ORDER BY r.started_at DESC, r.run_id DESC))[1] AS held \
+               FROM {summaries} AS s JOIN {runs} AS r ON r.run_id OPERATOR(pg_catalog.=) s.run_id \
+               WHERE NOT r.dry_run AND {IN_RANGE} \
+               GROUP BY 1, 2, s.retained_entity_id, s.tenant_id) AS m \
+         GROUP BY 1, 2 ORDER BY 2, 1",
+        summaries = t.summaries,
+        runs = t.runs,
     )))
     .bind(options.range.from)
     .bind(options.range.to)
-    .fetch_all(&mut *conn)
-    .await?
+    .fetch(&mut *conn);
+    while let Some(r) = stream.try_next().await? {
+        rows.push(CategoryMonth {
+            category: r.try_get("category")?,
+            month: r.try_get("month")?,
+            purged: r.try_get("purged")?,
+            soft_deleted: r.try_get("soft_deleted")?,
+            anonymised: r.try_get("anonymised")?,
+            held: r.try_get("held")?,
+        });
+    }
+    Ok(rows)
+}
+
+async fn read_run_counts(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+) -> Result<Vec<RunCount>, Error> {
+    let sql = format!(
+        "SELECT r.run_kind, r.\"trigger\", pg_catalog.count(*) AS runs, \
+                pg_catalog.count(*) FILTER (WHERE r.dry_run) AS dry_runs, \
+                pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'Succeeded') AS succeeded, \
+                pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'PartiallyFailed') AS partially_failed, \
+                pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'Failed') AS failed, \
+                pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'Cancelled') AS cancelled, \
+                pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.=) 'Started') AS in_progress, \
+                COALESCE(pg_catalog.sum(c.changed) FILTER (WHERE NOT r.dry_run), 0)::bigint AS rows_changed \
+         FROM {runs} AS r \
+         LEFT JOIN LATERAL (SELECT pg_catalog.sum(s.affected_count) AS changed FROM {summaries} AS s \
+                            WHERE s.run_id OPERATOR(pg_catalog.=) r.run_id) AS c ON true \
+         WHERE {IN_RANGE} GROUP BY 1, 2 ORDER BY 1 DESC, 2 DESC",
+        runs = t.runs,
+        summaries = t.summaries,
+    );
+    let mut out = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(sql))
+        .bind(options.range.from)
+        .bind(options.range.to)
+        .fetch_all(&mut *conn)
+        .await?
     {
-        failed_runs.push(FailedRun {
+        out.push(RunCount {
+            kind: r.try_get("run_kind")?,
+            trigger: r.try_get("trigger")?,
+            runs: r.try_get("runs")?,
+            dry_runs: r.try_get("dry_runs")?,
+            succeeded: r.try_get("succeeded")?,
+            partially_failed: r.try_get("partially_failed")?,
+            failed: r.try_get("failed")?,
+            cancelled: r.try_get("cancelled")?,
+            in_progress: r.try_get("in_progress")?,
+            rows_changed: r.try_get("rows_changed")?,
+        });
+    }
+    Ok(out)
+}
+
+/// Per run: its summaries added up (through the summaries' unique key,
+/// which leads with the run).
+fn per_run(summaries: &crate::sql::QualifiedName) -> String {
+    format!(
+        "LEFT JOIN LATERAL (SELECT pg_catalog.count(*) AS types, \
+                COALESCE(pg_catalog.sum(s.affected_count), 0)::bigint AS changed, \
+                COALESCE(pg_catalog.sum(s.held_count), 0)::bigint AS held, \
+                COALESCE(pg_catalog.sum(s.legal_minimum_count), 0)::bigint AS legal_minimum, \
+                COALESCE(pg_catalog.sum(s.null_anchor_count), 0)::bigint AS null_anchor, \
+                pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'Failed') AS failed_types \
+           FROM {summaries} AS s WHERE s.run_id OPERATOR(pg_catalog.=) r.run_id) AS c ON true"
+    )
+}
+
+async fn read_runs(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+    limit: i64,
+) -> Result<ReportList<RunEntry>, Error> {
+    let listed = "r.status OPERATOR(pg_catalog.<>) ALL (ARRAY['Started', 'Cancelled'])";
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM {runs} AS r WHERE {IN_RANGE} AND {listed}",
+        runs = t.runs
+    )))
+    .bind(options.range.from)
+    .bind(options.range.to)
+    .fetch_one(&mut *conn)
+    .await?;
+    let sql = format!(
+        "SELECT r.run_id, r.run_kind, r.\"trigger\", r.dry_run, r.tenant_id, r.status, r.replay_of, \
+                {started}, {settled}, c.types, c.changed, c.held, c.failed_types \
+         FROM {runs} AS r {per_run} \
+         WHERE {IN_RANGE} AND {listed} ORDER BY r.started_at, r.run_id LIMIT $3",
+        runs = t.runs,
+        per_run = per_run(&t.summaries),
+        started = rfc3339("r", "started_at"),
+        settled = rfc3339("r", "settled_at"),
+    );
+    let mut items = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(sql))
+        .bind(options.range.from)
+        .bind(options.range.to)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        items.push(RunEntry {
             run_id: r.try_get("run_id")?,
             kind: r.try_get("run_kind")?,
+            trigger: r.try_get("trigger")?,
+            dry_run: r.try_get("dry_run")?,
+            tenant: tenant_of(r.try_get("tenant_id")?),
             status: r.try_get("status")?,
-            started_at: r
-                .try_get::<Option<String>, _>("started_at")?
-                .unwrap_or_default(),
+            started_at: text_time(&r, "started_at")?,
             settled_at: r.try_get("settled_at")?,
-            error: r.try_get("error")?,
+            types: r.try_get("types")?,
+            changed: r.try_get("changed")?,
+            held: r.try_get("held")?,
+            failed_types: r.try_get("failed_types")?,
+            replay_of: r.try_get("replay_of")?,
         });
     }
+    Ok(ReportList {
+        items,
+        total: total_of(total),
+    })
+}
 
-    let mut active_holds = Vec::new();
+fn text_time(r: &PgRow, column: &str) -> Result<String, sqlx::Error> {
+    Ok(r.try_get::<Option<String>, _>(column)?.unwrap_or_default())
+}
+
+async fn read_rules(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+    limit: i64,
+) -> Result<ReportList<RuleInForce>, Error> {
+    // One row per category, strategy and provenance; the periods sweeps
+    // applied and the legal minimums erasures applied, side by side.
+    let grouped_rules = format!(
+        "SELECT s.category, s.strategy, s.rule_source, s.rule_reason, \
+                pg_catalog.string_agg(DISTINCT s.entity_type, ', ') AS types, \
+                pg_catalog.string_agg(DISTINCT s.applied_period, ', ') \
+                    FILTER (WHERE r.run_kind OPERATOR(pg_catalog.=) 'Sweep') AS sweep_periods, \
+                pg_catalog.string_agg(DISTINCT COALESCE(s.applied_period, 'none'), ', ') \
+                    FILTER (WHERE r.run_kind OPERATOR(pg_catalog.=) 'Erasure') AS erasure_minimums, \
+                pg_catalog.count(DISTINCT s.run_id) FILTER (WHERE r.run_kind OPERATOR(pg_catalog.=) 'Sweep') AS sweeps, \
+                pg_catalog.count(DISTINCT s.run_id) FILTER (WHERE r.run_kind OPERATOR(pg_catalog.=) 'Erasure') AS erasures, \
+                pg_catalog.min(r.started_at) AS first_used, pg_catalog.max(r.started_at) AS last_used \
+         FROM {summaries} AS s JOIN {runs} AS r ON r.run_id OPERATOR(pg_catalog.=) s.run_id \
+         WHERE {IN_RANGE} GROUP BY 1, 2, 3, 4",
+        summaries = t.summaries,
+        runs = t.runs,
+    );
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM ({grouped_rules}) AS g"
+    )))
+    .bind(options.range.from)
+    .bind(options.range.to)
+    .fetch_one(&mut *conn)
+    .await?;
+    let sql = format!(
+        "SELECT g.category, g.strategy, g.rule_source, g.rule_reason, g.types, g.sweep_periods, \
+                g.erasure_minimums, g.sweeps, g.erasures, {first}, {last} \
+         FROM ({grouped_rules}) AS g ORDER BY g.category, g.first_used, g.strategy LIMIT $3",
+        first = rfc3339("g", "first_used"),
+        last = rfc3339("g", "last_used"),
+    );
+    let mut items = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(sql))
+        .bind(options.range.from)
+        .bind(options.range.to)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        items.push(RuleInForce {
+            category: r.try_get("category")?,
+            types: r.try_get::<Option<String>, _>("types")?.unwrap_or_default(),
+            strategy: r.try_get("strategy")?,
+            sweep_periods: r.try_get("sweep_periods")?,
+            erasure_minimums: r.try_get("erasure_minimums")?,
+            rule_source: r.try_get("rule_source")?,
+            rule_reason: r.try_get("rule_reason")?,
+            sweeps: r.try_get("sweeps")?,
+            erasures: r.try_get("erasures")?,
+            first_used: text_time(&r, "first_used")?,
+            last_used: text_time(&r, "last_used")?,
+        });
+    }
+    Ok(ReportList {
+        items,
+        total: total_of(total),
+    })
+}
+
+const ERASURES: &str = "r.run_kind OPERATOR(pg_catalog.=) 'Erasure' \
+     AND r.status OPERATOR(pg_catalog.<>) 'Started'";
+
+async fn read_erasures(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+    limit: i64,
+) -> Result<ReportList<ErasureEntry>, Error> {
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM {runs} AS r WHERE {IN_RANGE} AND {ERASURES}",
+        runs = t.runs
+    )))
+    .bind(options.range.from)
+    .bind(options.range.to)
+    .fetch_one(&mut *conn)
+    .await?;
+    let sql = format!(
+        "SELECT r.run_id, r.\"trigger\", r.dry_run, r.tenant_id, r.status, r.replay_of, \
+                pg_catalog.left(pg_catalog.encode(r.subject_hmac, 'hex'), 16) AS subject_hash, \
+                {started}, {settled}, c.types, c.changed, c.held, c.legal_minimum, c.null_anchor, c.failed_types \
+         FROM {runs} AS r {per_run} \
+         WHERE {IN_RANGE} AND {ERASURES} ORDER BY r.started_at, r.run_id LIMIT $3",
+        runs = t.runs,
+        per_run = per_run(&t.summaries),
+        started = rfc3339("r", "started_at"),
+        settled = rfc3339("r", "settled_at"),
+    );
+    let mut items = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(sql))
+        .bind(options.range.from)
+        .bind(options.range.to)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        items.push(ErasureEntry {
+            run_id: r.try_get("run_id")?,
+            trigger: r.try_get("trigger")?,
+            dry_run: r.try_get("dry_run")?,
+            tenant: tenant_of(r.try_get("tenant_id")?),
+            status: r.try_get("status")?,
+            started_at: text_time(&r, "started_at")?,
+            settled_at: r.try_get("settled_at")?,
+            subject_hash: r.try_get("subject_hash")?,
+            replay_of: r.try_get("replay_of")?,
+            types: r.try_get("types")?,
+            erased: r.try_get("changed")?,
+            held: r.try_get("held")?,
+            legal_minimum: r.try_get("legal_minimum")?,
+            null_anchor: r.try_get("null_anchor")?,
+            failed_types: r.try_get("failed_types")?,
+        });
+    }
+    Ok(ReportList {
+        items,
+        total: total_of(total),
+    })
+}
+
+async fn read_erasure_totals(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+) -> Result<ErasureTotals, Error> {
+    let sql = format!(
+        "SELECT pg_catalog.count(*) AS requests, \
+                pg_catalog.count(*) FILTER (WHERE r.dry_run) AS dry_runs, \
+                pg_catalog.count(*) FILTER (WHERE r.status OPERATOR(pg_catalog.<>) 'Succeeded') AS not_succeeded, \
+                COALESCE(pg_catalog.sum(c.changed) FILTER (WHERE NOT r.dry_run), 0)::bigint AS erased, \
+                COALESCE(pg_catalog.sum(c.held) FILTER (WHERE NOT r.dry_run), 0)::bigint AS held, \
+                COALESCE(pg_catalog.sum(c.legal_minimum) FILTER (WHERE NOT r.dry_run), 0)::bigint AS legal_minimum, \
+                COALESCE(pg_catalog.sum(c.null_anchor) FILTER (WHERE NOT r.dry_run), 0)::bigint AS null_anchor \
+         FROM {runs} AS r {per_run} WHERE {IN_RANGE} AND {ERASURES}",
+        runs = t.runs,
+        per_run = per_run(&t.summaries),
+    );
+    let r = crate::sql::query(AssertSqlSafe(sql))
+        .bind(options.range.from)
+        .bind(options.range.to)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(ErasureTotals {
+        requests: r.try_get("requests")?,
+        dry_runs: r.try_get("dry_runs")?,
+        not_succeeded: r.try_get("not_succeeded")?,
+        erased: r.try_get("erased")?,
+        held: r.try_get("held")?,
+        legal_minimum: r.try_get("legal_minimum")?,
+        null_anchor: r.try_get("null_anchor")?,
+    })
+}
+
+/// What a failure kind of the ledger's sanitized envelopes means.
+fn failure_meaning(kind: &str) -> &'static str {
+    match kind {
+        "Database" => "a database error (see the SQLSTATE)",
+        "RuleProvider" => "the host's rule provider returned an error",
+        "RuleProviderPanic" => "the host's rule provider panicked",
+        "UnresolvedCategory" => "the category resolved to no rule",
+        "UndeclaredStrategy" => "the rule's strategy was not declared for the category",
+        "UnsupportedStrategy" => "the strategy does not fit the table's columns",
+        "SoftDeleteRefused" => "an erasure refused a soft-delete category (no opt-in)",
+        "AnonymiserPanic" => "a custom anonymiser panicked",
+        "Abandoned" => "the run's process went away; the run was settled after its lease expired",
+        "FenceTimeout" => {
+            "the type's fence was not granted in time (a transaction creating a hold stayed open)"
+        }
+        "HandlerCapture" => "a row handler's capture failed; the row was left unchanged",
+        "SnapshotRoundTrip" => "a row handler's snapshot does not survive JSON",
+        "Handler" => "a row handler's delivery failed",
+        "HandlerPanic" => "a row handler panicked",
+        "HandlerTimeout" => "a row handler's delivery took too long",
+        "ClaimExpired" => "a delivery's claim expired and was taken back",
+        "PayloadUndecodable" => "a delivery's payload is not the handler's snapshot type",
+        "PayloadScrubbed" => "a delivery's payload was scrubbed after its retention",
+        "UnknownHandler" => "no handler with this identity is registered",
+        _ => "a failure this version of Cohort does not know",
+    }
+}
+
+fn failure_entry(entity: Option<String>, envelope: &serde_json::Value) -> FailureEntry {
+    let field = |name: &str| {
+        envelope
+            .get(name)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let kind = field("kind").unwrap_or_else(|| "unknown".to_owned());
+    FailureEntry {
+        entity,
+        meaning: failure_meaning(&kind).to_owned(),
+        kind,
+        sqlstate: field("sqlstate"),
+        diagnostic_id: field("diagnostic_id"),
+    }
+}
+
+/// Reads a run's stored error: a list of `{"entity_id", "failure"}` (a run
+/// whose types failed), or one envelope (a run settled as abandoned).
+fn read_failures(error: &str, names: &BTreeMap<Uuid, String>) -> Vec<FailureEntry> {
+    match serde_json::from_str::<serde_json::Value>(error) {
+        Ok(serde_json::Value::Array(list)) => list
+            .iter()
+            .map(|f| {
+                let entity = f.get("entity_id").and_then(|v| v.as_str()).map(|id| {
+                    match Uuid::parse_str(id) {
+                        Ok(id) => name_of(names, id),
+                        Err(_) => id.to_owned(),
+                    }
+                });
+                failure_entry(entity, f.get("failure").unwrap_or(f))
+            })
+            .collect(),
+        Ok(envelope @ serde_json::Value::Object(_)) => vec![failure_entry(None, &envelope)],
+        _ => vec![FailureEntry {
+            entity: None,
+            kind: "unknown".to_owned(),
+            meaning: "the stored error is not a sanitized envelope".to_owned(),
+            sqlstate: None,
+            diagnostic_id: None,
+        }],
+    }
+}
+
+async fn read_failed_runs(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+    limit: i64,
+    names: &BTreeMap<Uuid, String>,
+) -> Result<ReportList<FailedRun>, Error> {
+    let failed = "r.status OPERATOR(pg_catalog.=) ANY (ARRAY['Failed', 'PartiallyFailed'])";
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM {runs} AS r WHERE {IN_RANGE} AND {failed}",
+        runs = t.runs
+    )))
+    .bind(options.range.from)
+    .bind(options.range.to)
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut items = Vec::new();
     for r in crate::sql::query(AssertSqlSafe(format!(
-        "SELECT h.hold_id, h.retained_entity_id, h.record_id, h.tenant_id, h.reason, {}, \
-                pg_catalog.floor(pg_catalog.date_part('epoch', $1::pg_catalog.timestamptz OPERATOR(pg_catalog.-) h.created_at) \
-                    OPERATOR(pg_catalog./) 86400)::bigint AS age_days \
-         FROM {holds} AS h WHERE {} AND pg_catalog.isfinite(h.created_at) \
-         ORDER BY h.created_at, h.hold_id",
-        rfc3339("h", "created_at"),
-        "h.created_at OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz \
+        "SELECT r.run_id, r.run_kind, r.\"trigger\", r.status, r.error, {}, {} FROM {runs} AS r \
+         WHERE {IN_RANGE} AND {failed} ORDER BY r.started_at, r.run_id LIMIT $3",
+        rfc3339("r", "started_at"),
+        rfc3339("r", "settled_at"),
+        runs = t.runs,
+    )))
+    .bind(options.range.from)
+    .bind(options.range.to)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        let error: Option<String> = r.try_get("error")?;
+        items.push(FailedRun {
+            run_id: r.try_get("run_id")?,
+            kind: r.try_get("run_kind")?,
+            trigger: r.try_get("trigger")?,
+            status: r.try_get("status")?,
+            started_at: text_time(&r, "started_at")?,
+            settled_at: r.try_get("settled_at")?,
+            failures: error
+                .as_deref()
+                .map(|e| read_failures(e, names))
+                .unwrap_or_default(),
+            error,
+        });
+    }
+    Ok(ReportList {
+        items,
+        total: total_of(total),
+    })
+}
+
+/// Whole days from `created_at` to `$1`.
+const AGE_DAYS: &str = "pg_catalog.floor(pg_catalog.date_part('epoch', \
+     $1::pg_catalog.timestamptz OPERATOR(pg_catalog.-) h.created_at) OPERATOR(pg_catalog./) 86400)::bigint AS age_days";
+
+async fn read_active_holds(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+    limit: i64,
+    names: &BTreeMap<Uuid, String>,
+) -> Result<ReportList<ActiveHold>, Error> {
+    let active = "h.created_at OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz \
          AND (h.expires_at IS NULL OR h.expires_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz) \
-         AND (h.removed_at IS NULL OR h.removed_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz)",
+         AND (h.removed_at IS NULL OR h.removed_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz) \
+         AND pg_catalog.isfinite(h.created_at)";
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM {holds} AS h WHERE {active}",
+        holds = t.holds
     )))
     .bind(options.as_of)
-    .fetch_all(&mut *conn)
-    .await?
-    {
-        let tenant: Option<Uuid> = r.try_get("tenant_id")?;
-        active_holds.push(ActiveHold {
-            hold_id: r.try_get("hold_id")?,
-            entity_id: r.try_get("retained_entity_id")?,
-            record_id: r.try_get("record_id")?,
-            tenant: tenant.map_or_else(|| "-".to_owned(), |t| t.to_string()),
-            reason: r.try_get("reason")?,
-            created_at: r
-                .try_get::<Option<String>, _>("created_at")?
-                .unwrap_or_default(),
-            age_days: r.try_get::<Option<i64>, _>("age_days")?.unwrap_or(0),
-        });
-    }
-
-    let mut active_matters = Vec::new();
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut items = Vec::new();
     for r in crate::sql::query(AssertSqlSafe(format!(
-        "SELECT m.matter_id, m.tenant_id, m.scope_kind, m.subject, \
-                pg_catalog.array_to_string(m.entity_ids, ', ') AS entities, \
-                (m.retained_entity_id)::pg_catalog.text AS entity, m.owner, m.reason, {}, {}, {}, {}, \
-                pg_catalog.floor(pg_catalog.date_part('epoch', $1::pg_catalog.timestamptz OPERATOR(pg_catalog.-) m.created_at) \
-                    OPERATOR(pg_catalog./) 86400)::bigint AS age_days \
-         FROM {matters} AS m \
-         WHERE m.created_at OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz \
-           AND (m.expires_at IS NULL OR m.expires_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz) \
-           AND (m.released_at IS NULL OR m.released_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz) \
-           AND pg_catalog.isfinite(m.created_at) \
-         ORDER BY m.created_at, m.matter_id",
-        rfc3339("m", "created_at"),
-        rfc3339("m", "expires_at"),
-        rfc3339("m", "anchor_from"),
-        rfc3339("m", "anchor_to"),
-        matters = schema.table("retention_matters"),
+        "SELECT h.hold_id, h.retained_entity_id, h.record_id, h.tenant_id, h.reason, {}, {}, {AGE_DAYS} \
+         FROM {holds} AS h WHERE {active} ORDER BY h.created_at, h.hold_id LIMIT $2",
+        rfc3339("h", "created_at"),
+        rfc3339("h", "expires_at"),
+        holds = t.holds,
     )))
     .bind(options.as_of)
+    .bind(limit)
     .fetch_all(&mut *conn)
     .await?
     {
-        let tenant: Option<Uuid> = r.try_get("tenant_id")?;
-        let kind: String = r.try_get("scope_kind")?;
-        let scope = if kind == "Subject" {
-            let subject: Option<String> = r.try_get("subject")?;
-            let entities: Option<String> = r.try_get("entities")?;
-            format!(
-                "subject {} in {}",
-                subject.unwrap_or_default(),
-                entities.map_or_else(|| "every retained type".to_owned(), |e| format!("types {e}"))
-            )
-        } else {
-            let entity: Option<String> = r.try_get("entity")?;
-            let from: Option<String> = r.try_get("anchor_from")?;
-            let to: Option<String> = r.try_get("anchor_to")?;
-            match (from, to) {
-                (None, None) => format!("every row of type {}", entity.unwrap_or_default()),
-                (f, t) => format!(
-                    "type {}, anchors from {} to {}",
-                    entity.unwrap_or_default(),
-                    f.unwrap_or_else(|| "-".to_owned()),
-                    t.unwrap_or_else(|| "-".to_owned())
-                ),
-            }
-        };
-        active_matters.push(ActiveMatter {
-            matter_id: r.try_get("matter_id")?,
-            scope,
-            tenant: tenant.map_or_else(|| "-".to_owned(), |t| t.to_string()),
-            owner: r.try_get("owner")?,
+        let entity_id: Uuid = r.try_get("retained_entity_id")?;
+        items.push(ActiveHold {
+            hold_id: r.try_get("hold_id")?,
+            entity_id,
+            entity: name_of(names, entity_id),
+            record_id: r.try_get("record_id")?,
+            tenant: tenant_text(r.try_get("tenant_id")?),
             reason: r.try_get("reason")?,
-            created_at: r
-                .try_get::<Option<String>, _>("created_at")?
-                .unwrap_or_default(),
+            created_at: text_time(&r, "created_at")?,
             expires_at: r.try_get("expires_at")?,
             age_days: r.try_get::<Option<i64>, _>("age_days")?.unwrap_or(0),
         });
     }
-
-    Ok(AuditReport {
-        active_matters,
-        schema: schema.clone(),
-        options: options.clone(),
-        generated_at: Utc::now(),
-        rows,
-        failed_runs,
-        active_holds,
-        verification,
+    Ok(ReportList {
+        items,
+        total: total_of(total),
     })
+}
+
+async fn read_ended_holds(
+    conn: &mut PgConnection,
+    t: &Tables,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    limit: i64,
+    names: &BTreeMap<Uuid, String>,
+) -> Result<ReportList<EndedHold>, Error> {
+    // A hold stops protecting at the earlier of its removal and its expiry.
+    let ended = "(SELECT h.*, LEAST(h.removed_at, h.expires_at) AS ended_at, \
+                   CASE WHEN h.removed_at IS NOT NULL \
+                         AND (h.expires_at IS NULL OR h.removed_at OPERATOR(pg_catalog.<=) h.expires_at) \
+                        THEN 'removed' ELSE 'expired' END AS ended_by";
+    let filter = "e.ended_at OPERATOR(pg_catalog.>=) $1 AND e.ended_at OPERATOR(pg_catalog.<) $2 \
+                  AND pg_catalog.isfinite(e.ended_at)";
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM {ended} FROM {holds} AS h) AS e WHERE {filter}",
+        holds = t.holds
+    )))
+    .bind(from)
+    .bind(to)
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut items = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(format!(
+        "SELECT e.hold_id, e.retained_entity_id, e.record_id, e.tenant_id, e.reason, e.ended_by, {}, {} \
+         FROM {ended} FROM {holds} AS h) AS e WHERE {filter} ORDER BY e.ended_at, e.hold_id LIMIT $3",
+        rfc3339("e", "created_at"),
+        rfc3339("e", "ended_at"),
+        holds = t.holds,
+    )))
+    .bind(from)
+    .bind(to)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        let entity_id: Uuid = r.try_get("retained_entity_id")?;
+        items.push(EndedHold {
+            hold_id: r.try_get("hold_id")?,
+            entity_id,
+            entity: name_of(names, entity_id),
+            record_id: r.try_get("record_id")?,
+            tenant: tenant_text(r.try_get("tenant_id")?),
+            reason: r.try_get("reason")?,
+            created_at: text_time(&r, "created_at")?,
+            ended_at: text_time(&r, "ended_at")?,
+            ended_by: r.try_get("ended_by")?,
+        });
+    }
+    Ok(ReportList {
+        items,
+        total: total_of(total),
+    })
+}
+
+const MATTER_COLUMNS: &str = "m.matter_id, m.tenant_id, m.scope_kind, m.subject, m.entity_ids, \
+     m.retained_entity_id, m.owner, m.reason";
+
+/// A matter's scope in words, types by name.
+fn matter_scope(r: &PgRow, names: &BTreeMap<Uuid, String>) -> Result<String, sqlx::Error> {
+    let kind: String = r.try_get("scope_kind")?;
+    Ok(if kind == "Subject" {
+        let subject: Option<String> = r.try_get("subject")?;
+        let entities: Option<Vec<Uuid>> = r.try_get("entity_ids")?;
+        format!(
+            "subject {} in {}",
+            subject.unwrap_or_default(),
+            entities.map_or_else(
+                || "every retained type".to_owned(),
+                |e| format!(
+                    "types {}",
+                    e.iter()
+                        .map(|id| name_of(names, *id))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            )
+        )
+    } else {
+        let entity = r
+            .try_get::<Option<Uuid>, _>("retained_entity_id")?
+            .map(|id| name_of(names, id))
+            .unwrap_or_default();
+        let from: Option<String> = r.try_get("anchor_from")?;
+        let to: Option<String> = r.try_get("anchor_to")?;
+        match (from, to) {
+            (None, None) => format!("every row of type {entity}"),
+            (f, t) => format!(
+                "type {entity}, anchors from {} to {}",
+                f.unwrap_or_else(|| "-".to_owned()),
+                t.unwrap_or_else(|| "-".to_owned())
+            ),
+        }
+    })
+}
+
+async fn read_active_matters(
+    conn: &mut PgConnection,
+    t: &Tables,
+    options: &ReportOptions,
+    limit: i64,
+    names: &BTreeMap<Uuid, String>,
+) -> Result<ReportList<ActiveMatter>, Error> {
+    let active = "m.created_at OPERATOR(pg_catalog.<=) $1::pg_catalog.timestamptz \
+         AND (m.expires_at IS NULL OR m.expires_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz) \
+         AND (m.released_at IS NULL OR m.released_at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz) \
+         AND pg_catalog.isfinite(m.created_at)";
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM {matters} AS m WHERE {active}",
+        matters = t.matters
+    )))
+    .bind(options.as_of)
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut items = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(format!(
+        "SELECT {MATTER_COLUMNS}, {}, {}, {}, {}, {} \
+         FROM {matters} AS m WHERE {active} ORDER BY m.created_at, m.matter_id LIMIT $2",
+        rfc3339("m", "created_at"),
+        rfc3339("m", "expires_at"),
+        rfc3339("m", "anchor_from"),
+        rfc3339("m", "anchor_to"),
+        AGE_DAYS.replace("h.created_at", "m.created_at"),
+        matters = t.matters,
+    )))
+    .bind(options.as_of)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        items.push(ActiveMatter {
+            matter_id: r.try_get("matter_id")?,
+            scope: matter_scope(&r, names)?,
+            tenant: tenant_text(r.try_get("tenant_id")?),
+            owner: r.try_get("owner")?,
+            reason: r.try_get("reason")?,
+            created_at: text_time(&r, "created_at")?,
+            expires_at: r.try_get("expires_at")?,
+            age_days: r.try_get::<Option<i64>, _>("age_days")?.unwrap_or(0),
+        });
+    }
+    Ok(ReportList {
+        items,
+        total: total_of(total),
+    })
+}
+
+async fn read_ended_matters(
+    conn: &mut PgConnection,
+    t: &Tables,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    limit: i64,
+    names: &BTreeMap<Uuid, String>,
+) -> Result<ReportList<EndedMatter>, Error> {
+    let ended = "(SELECT m.*, LEAST(m.released_at, m.expires_at) AS ended_at, \
+                   CASE WHEN m.released_at IS NOT NULL \
+                         AND (m.expires_at IS NULL OR m.released_at OPERATOR(pg_catalog.<=) m.expires_at) \
+                        THEN 'released' ELSE 'expired' END AS ended_by";
+    let filter = "m.ended_at OPERATOR(pg_catalog.>=) $1 AND m.ended_at OPERATOR(pg_catalog.<) $2 \
+                  AND pg_catalog.isfinite(m.ended_at)";
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM {ended} FROM {matters} AS m) AS m WHERE {filter}",
+        matters = t.matters
+    )))
+    .bind(from)
+    .bind(to)
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut items = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(format!(
+        "SELECT {MATTER_COLUMNS}, m.ended_by, {}, {}, {}, {} \
+         FROM {ended} FROM {matters} AS m) AS m WHERE {filter} ORDER BY m.ended_at, m.matter_id LIMIT $3",
+        rfc3339("m", "created_at"),
+        rfc3339("m", "ended_at"),
+        rfc3339("m", "anchor_from"),
+        rfc3339("m", "anchor_to"),
+        matters = t.matters,
+    )))
+    .bind(from)
+    .bind(to)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        items.push(EndedMatter {
+            matter_id: r.try_get("matter_id")?,
+            scope: matter_scope(&r, names)?,
+            tenant: tenant_text(r.try_get("tenant_id")?),
+            owner: r.try_get("owner")?,
+            reason: r.try_get("reason")?,
+            created_at: text_time(&r, "created_at")?,
+            ended_at: text_time(&r, "ended_at")?,
+            ended_by: r.try_get("ended_by")?,
+        });
+    }
+    Ok(ReportList {
+        items,
+        total: total_of(total),
+    })
+}
+
+/// SQL an auditor can run (in `psql`, with read access to Cohort's tables)
+/// to recompute the install's run chain without Cohort or its functions:
+/// every run link's SHA-256 from its columns, by the canonical encoding of
+/// `docs/evidence.md` ("What is hashed"), each checked against its stored
+/// hash and its successor's link. It returns the links checked, how many
+/// hashes differ (`changed`), how many links do not follow their
+/// predecessor (`broken`), and the head's position and hash, which must
+/// equal the head the report printed. (`verify` also walks the summaries,
+/// row details, holds and matters; a run link covers its summaries' and
+/// row details' chains by their length and head.)
+pub fn run_chain_check_sql(schema: &SchemaName) -> String {
+    // Each field's canonical text; NULL is `~`, except the trailing
+    // `subject_hmac` (migration 6), left out entirely while NULL.
+    let us = |c: &str| {
+        format!(
+            "CASE WHEN r.{c} IS NULL THEN NULL WHEN isfinite(r.{c}) \
+             THEN ((extract(epoch FROM r.{c}) * 1000000)::numeric(30,0))::text \
+             WHEN r.{c} > 'epoch' THEN 'infinity' ELSE '-infinity' END"
+        )
+    };
+    format!(
+        "-- Recompute every run link of the install's evidence chain from its columns\n\
+-- (docs/evidence.md, \"What is hashed\"); needs no Cohort function.\n\
+WITH link AS (\n\
+  SELECT r.chain_seq, r.chain_prev, r.chain_hash,\n\
+         sha256(convert_to('14:cohort-ev1:run' || (\n\
+           SELECT string_agg(CASE WHEN f.v IS NULL THEN f.if_null\n\
+                                  ELSE octet_length(f.v) || ':' || f.v END, '' ORDER BY f.n)\n\
+           FROM (VALUES\n\
+             (1, r.chain_seq::text, '~'),\n\
+             (2, encode(r.chain_prev, 'hex'), '~'),\n\
+             (3, r.run_id::text, '~'),\n\
+             (4, r.run_kind, '~'),\n\
+             (5, r.\"trigger\", '~'),\n\
+             (6, CASE WHEN r.dry_run THEN 't' ELSE 'f' END, '~'),\n\
+             (7, r.tenant_id::text, '~'),\n\
+             (8, {logical_now}, '~'),\n\
+             (9, r.status, '~'),\n\
+             (10, {started_at}, '~'),\n\
+             (11, {settled_at}, '~'),\n\
+             (12, r.error, '~'),\n\
+             (13, r.chain_summaries::text, '~'),\n\
+             (14, encode(r.chain_summaries_head, 'hex'), '~'),\n\
+             (15, r.chain_details::text, '~'),\n\
+             (16, encode(r.chain_details_head, 'hex'), '~'),\n\
+             (17, encode(r.subject_hmac, 'hex'), '')\n\
+           ) AS f(n, v, if_null)), 'UTF8')) AS recomputed\n\
+  FROM {runs} AS r\n\
+  WHERE r.chain_seq IS NOT NULL\n\
+), walk AS (\n\
+  SELECT l.*, lag(l.chain_hash) OVER (ORDER BY l.chain_seq) AS before,\n\
+         row_number() OVER (ORDER BY l.chain_seq) AS position\n\
+  FROM link AS l\n\
+)\n\
+SELECT count(*) AS links,\n\
+       count(*) FILTER (WHERE recomputed IS DISTINCT FROM chain_hash) AS changed,\n\
+       count(*) FILTER (WHERE chain_prev IS DISTINCT FROM before OR chain_seq <> position) AS broken,\n\
+       max(chain_seq) AS head_seq,\n\
+       encode((array_agg(chain_hash ORDER BY chain_seq DESC))[1], 'hex') AS head_hash\n\
+FROM walk;\n",
+        logical_now = us("logical_now"),
+        started_at = us("started_at"),
+        settled_at = us("settled_at"),
+        runs = schema.table("sweep_run"),
+    )
+}
+
+/// `sh` single-quoted.
+fn shell_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A time from the ledger (RFC 3339) as the report shows it:
+/// `2026-03-01 09:30:00` (the report says its times are UTC).
+fn shown(t: &str) -> String {
+    t.replacen('T', " ", 1).trim_end_matches('Z').to_owned()
+}
+
+/// An ISO 8601 period of the ledger with its length in words, when simple:
+/// `P30D (30 days)`.
+fn period_words(p: &str) -> String {
+    let words = p.strip_prefix('P').and_then(|rest| {
+        let (n, unit) = rest.split_at(rest.len().checked_sub(1)?);
+        let n: u64 = n.parse().ok()?;
+        let unit = match unit {
+            "D" => "day",
+            "W" => "week",
+            "M" => "month",
+            "Y" => "year",
+            _ => return None,
+        };
+        Some(format!(
+            "{} {unit}{}",
+            grouped(n as i64),
+            if n == 1 { "" } else { "s" }
+        ))
+    });
+    match words {
+        Some(w) => format!("{p} ({w})"),
+        None => p.to_owned(),
+    }
+}
+
+/// A run's or hold's id as shown in a table: the first 8 hex digits (what
+/// `cohort runs show` takes), the full id in the cell's title.
+struct ShortId {
+    short: String,
+    full: String,
+}
+
+fn short_id(id: Uuid) -> ShortId {
+    let full = id.to_string();
+    ShortId {
+        short: full.chars().take(8).collect(),
+        full,
+    }
+}
+
+/// One small multiple: a category's months.
+struct Panel {
+    svg: String,
+}
+
+/// Pruned holds of one type.
+struct Pruned {
+    entity: String,
+    links: usize,
 }
 
 #[derive(Template)]
 #[template(path = "evidence_report.html")]
 struct Page<'a> {
-    title: &'a str,
-    schema: &'a str,
+    r: &'a AuditReport,
+    version: &'static str,
     from: String,
     to: String,
     generated_at: String,
     as_of: String,
-    intact: bool,
+    ended_to: String,
     problems: Vec<String>,
+    problems_not_shown: usize,
     verification_summary: String,
-    head: Option<&'a ChainHead>,
-    month_chart: String,
+    legend: Vec<&'static str>,
     category_chart: String,
-    rows: &'a [CategoryMonth],
-    failed_runs: &'a [FailedRun],
-    active_holds: &'a [ActiveHold],
-    active_matters: &'a [ActiveMatter],
+    panels: Vec<Panel>,
+    panels_not_shown: usize,
+    totals: [i64; 3],
+    held_latest: i64,
+    verify_command: String,
+    head_sql: String,
+    check_sql: String,
+    export_command: String,
+    pruned: Vec<Pruned>,
+    exempt_by_rule: Vec<&'a CoverageEntry>,
+    covered: usize,
+    not_covered: usize,
 }
 
-/// The four series of the charts, with their colours.
-const SERIES: [(&str, RGBColor); 4] = [
-    ("purged", RGBColor(0xb4, 0x23, 0x18)),
-    ("soft-deleted", RGBColor(0xdc, 0x68, 0x03)),
-    ("anonymised", RGBColor(0x17, 0x5c, 0xd3)),
-    ("held", RGBColor(0x1a, 0x7f, 0x37)),
-];
+/// The most small multiples drawn; more categories are in the table only.
+const MAX_PANELS: usize = 24;
 
-fn render_error<E: std::fmt::Display>(e: E) -> Error {
-    EvidenceError::Render {
-        reason: e.to_string(),
+/// A value the template passes to a helper, through however many
+/// references askama adds.
+trait Value<T> {
+    fn value(&self) -> T;
+}
+
+macro_rules! plain_values {
+    ($($t:ty => $target:ty),* $(,)?) => {
+        $(impl Value<$target> for $t {
+            fn value(&self) -> $target {
+                <$target>::try_from(*self).unwrap_or(<$target>::MAX)
+            }
+        })*
+    };
+}
+
+plain_values!(i64 => i64, u64 => i64, usize => i64);
+
+impl Value<Uuid> for Uuid {
+    fn value(&self) -> Uuid {
+        *self
     }
-    .into()
 }
 
-/// A grouped bar chart as an SVG document: one group per label, one bar
-/// per series.
-fn bar_chart(caption: &str, groups: &[(String, [i64; 4])]) -> Result<String, Error> {
-    let mut svg = String::new();
-    {
-        let width = (220 + 90 * groups.len().max(1)).min(1040) as u32;
-        let root = SVGBackend::with_string(&mut svg, (width, 320)).into_drawing_area();
-        root.fill(&WHITE).map_err(render_error)?;
-        let max = groups
-            .iter()
-            .flat_map(|(_, v)| v.iter().copied())
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        // One segment per group: `(0..n).into_segmented()` has the
-        // segments 0..n, so one group is `0..1` (a range `0..0` had no
-        // width, and its bars negative ones).
-        let n = i32::try_from(groups.len().max(1)).unwrap_or(i32::MAX);
-        let labels: Vec<String> = groups.iter().map(|(l, _)| l.clone()).collect();
-        let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
-            .build_cartesian_2d((0..n).into_segmented(), 0i64..max + max / 2 + 1)
-            .map_err(render_error)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(labels.len().max(1))
-            .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => usize::try_from(*i)
-                    .ok()
-                    .and_then(|i| labels.get(i))
-                    .cloned()
-                    .unwrap_or_default(),
-                _ => String::new(),
-            })
-            .y_desc("rows")
-            .draw()
-            .map_err(render_error)?;
-        let mapping = chart.as_coord_spec().clone();
-        let chart_coord = |c: &(SegmentValue<i32>, i64)| mapping.translate(c);
-        for (s, (name, colour)) in SERIES.iter().enumerate() {
-            let bars = groups.iter().enumerate().map(|(i, (_, values))| {
-                let i = i as i32;
-                let value = values[s];
-                // Each group is split in five: bar s takes the (s + 1/2)-th fifth.
-                let mut bar = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0),
-                        (SegmentValue::Exact(i + 1), value),
-                    ],
-                    colour.filled(),
-                );
-                // The group's pixels as the chart maps them.
-                let x0 = chart_coord(&(SegmentValue::Exact(i), 0)).0;
-                let x1 = chart_coord(&(SegmentValue::Exact(i + 1), 0)).0;
-                let group_px = f64::from((x1 - x0).max(0));
-                let bar_px = group_px / 5.0;
-                let left = (bar_px / 2.0 + s as f64 * bar_px) as u32;
-                let right = (group_px - bar_px / 2.0 - (s as f64 + 1.0) * bar_px).max(0.0) as u32;
-                bar.set_margin(0, 0, left, right);
-                bar
-            });
-            chart
-                .draw_series(bars)
-                .map_err(render_error)?
-                .label(*name)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
-                });
+impl Value<Option<Uuid>> for Option<Uuid> {
+    fn value(&self) -> Option<Uuid> {
+        *self
+    }
+}
+
+impl<T, V: Value<T> + ?Sized> Value<T> for &V {
+    fn value(&self) -> T {
+        (**self).value()
+    }
+}
+
+impl Page<'_> {
+    /// A count with thousands separators.
+    fn n(&self, v: impl Value<i64>) -> String {
+        grouped(v.value())
+    }
+
+    fn t(&self, v: &str) -> String {
+        shown(v)
+    }
+
+    fn ot(&self, v: Option<&str>) -> String {
+        v.map_or_else(|| "-".to_owned(), shown)
+    }
+
+    fn id(&self, v: impl Value<Uuid>) -> ShortId {
+        short_id(v.value())
+    }
+
+    fn tenant(&self, v: impl Value<Option<Uuid>>) -> String {
+        v.value()
+            .map_or_else(|| "tenantless".to_owned(), |t| t.to_string())
+    }
+
+    fn periods(&self, v: Option<&str>) -> String {
+        match v {
+            None => "-".to_owned(),
+            Some(list) => list
+                .split(", ")
+                .map(period_words)
+                .collect::<Vec<_>>()
+                .join(", "),
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(render_error)?;
-        root.present().map_err(render_error)?;
     }
-    Ok(svg)
+
+    fn opt<'b>(&self, v: Option<&'b str>) -> &'b str {
+        v.unwrap_or("-")
+    }
 }
 
 impl AuditReport {
     /// The report as one self-contained HTML document.
     pub fn to_html(&self) -> Result<String, Error> {
-        let mut months: BTreeMap<String, [i64; 4]> = BTreeMap::new();
+        let mut months: BTreeSet<String> = BTreeSet::new();
         let mut categories: BTreeMap<String, [i64; 4]> = BTreeMap::new();
+        let mut per_category: BTreeMap<&str, BTreeMap<&str, [i64; 4]>> = BTreeMap::new();
+        let mut totals = [0i64; 3];
         // Rows are in month order: a category's held rows are its latest
         // month's (held rows are a state, not a sum over time).
         for r in &self.rows {
-            for (totals, over_time) in [
-                (months.entry(r.month.clone()).or_default(), false),
-                (categories.entry(r.category.clone()).or_default(), true),
-            ] {
-                totals[0] += r.purged;
-                totals[1] += r.soft_deleted;
-                totals[2] += r.anonymised;
-                totals[3] = if over_time {
-                    r.held
-                } else {
-                    totals[3] + r.held
-                };
-            }
+            months.insert(r.month.clone());
+            let c = categories.entry(r.category.clone()).or_default();
+            c[0] += r.purged;
+            c[1] += r.soft_deleted;
+            c[2] += r.anonymised;
+            c[3] = r.held;
+            totals[0] += r.purged;
+            totals[1] += r.soft_deleted;
+            totals[2] += r.anonymised;
+            per_category
+                .entry(&r.category)
+                .or_default()
+                .insert(&r.month, [r.purged, r.soft_deleted, r.anonymised, r.held]);
         }
-        let month_chart = bar_chart("Rows per month", &months.into_iter().collect::<Vec<_>>())?;
-        let category_chart = bar_chart(
-            "Rows per category",
-            &categories.into_iter().collect::<Vec<_>>(),
-        )?;
+        let held_latest = categories.values().map(|c| c[3]).sum();
+        let months: Vec<String> = months.into_iter().collect();
+        let category_chart = charts::category_chart(&categories.into_iter().collect::<Vec<_>>())?;
+        // Small multiples, the busiest categories first.
+        let mut order: Vec<(&str, i64)> = per_category
+            .iter()
+            .map(|(c, m)| (*c, m.values().map(|v| v[0] + v[1] + v[2] + v[3]).sum()))
+            .collect();
+        order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let mut panels = Vec::new();
+        for (category, _) in order.iter().take(MAX_PANELS) {
+            let by_month = &per_category[category];
+            let values: Vec<[i64; 4]> = months
+                .iter()
+                .map(|m| by_month.get(m.as_str()).copied().unwrap_or_default())
+                .collect();
+            panels.push(Panel {
+                svg: charts::month_panel(category, &months, &values)?,
+            });
+        }
         let v = &self.verification;
         let time = |t: DateTime<Utc>| t.format("%Y-%m-%d %H:%M:%S").to_string();
+        let all = TimeRange::all();
+        let from = if self.options.range.from == all.from {
+            match self.first_run {
+                Some(first) => format!("the first run ({})", time(first)),
+                None => "the beginning (the ledger has no run in range)".to_owned(),
+            }
+        } else {
+            time(self.options.range.from)
+        };
+        let to = if self.options.range.to == all.to {
+            format!("the report's generation ({})", time(self.generated_at))
+        } else {
+            time(self.options.range.to)
+        };
+        let schema_env = if self.schema.as_str() == "public" {
+            String::new()
+        } else {
+            format!("COHORT_SCHEMA={} ", shell_quoted(self.schema.as_str()))
+        };
+        let head_sql = match &v.head {
+            Some(h) => format!(
+                "SELECT chain_seq, encode(chain_hash, 'hex') FROM {} WHERE chain_seq = {};",
+                self.schema.table("sweep_run"),
+                h.seq
+            ),
+            None => String::new(),
+        };
+        let mut pruned: BTreeMap<String, usize> = BTreeMap::new();
+        for p in &v.pruned {
+            *pruned.entry(name_of(&self.names, p.entity_id)).or_default() += 1;
+        }
+        let limit = usize::try_from(self.options.list_limit.max(1)).unwrap_or(usize::MAX);
+        let range_flags = {
+            let mut f = String::new();
+            if self.options.range.from != all.from {
+                f.push_str(&format!(
+                    " --from {}",
+                    self.options.range.from.format("%Y-%m-%dT%H:%M:%SZ")
+                ));
+            }
+            if self.options.range.to != all.to {
+                f.push_str(&format!(
+                    " --to {}",
+                    self.options.range.to.format("%Y-%m-%dT%H:%M:%SZ")
+                ));
+            }
+            f
+        };
         let page = Page {
-            title: &self.options.title,
-            schema: self.schema.as_str(),
-            from: if self.options.range.from == TimeRange::all().from {
-                "the first run".to_owned()
-            } else {
-                time(self.options.range.from)
-            },
-            to: if self.options.range.to == TimeRange::all().to {
-                "now".to_owned()
-            } else {
-                time(self.options.range.to)
-            },
+            r: self,
+            version: env!("CARGO_PKG_VERSION"),
+            from,
+            to,
             generated_at: time(self.generated_at),
             as_of: time(self.options.as_of),
-            intact: v.is_intact(),
-            problems: v.problems.iter().map(|p| p.to_string()).collect(),
+            ended_to: time(self.options.range.to.min(self.options.as_of)),
+            problems: v
+                .problems
+                .iter()
+                .take(limit)
+                .map(|p| p.to_string())
+                .collect(),
+            problems_not_shown: v.problems.len().saturating_sub(limit),
             verification_summary: format!(
-                "{} sealed runs, {} runs in progress, {} summaries, {} row details, {} hold links, {} matter links checked; {} pruned hold links.",
-                v.runs,
-                v.runs_in_progress,
-                v.summaries,
-                v.details,
-                v.hold_links,
-                v.matter_links,
-                v.pruned.len()
+                "{} sealed runs, {} runs in progress, {} summaries, {} row details, {} hold links and {} matter links checked; {} pruned hold links.",
+                grouped(i64::try_from(v.runs).unwrap_or(i64::MAX)),
+                grouped(i64::try_from(v.runs_in_progress).unwrap_or(i64::MAX)),
+                grouped(i64::try_from(v.summaries).unwrap_or(i64::MAX)),
+                grouped(i64::try_from(v.details).unwrap_or(i64::MAX)),
+                grouped(i64::try_from(v.hold_links).unwrap_or(i64::MAX)),
+                grouped(i64::try_from(v.matter_links).unwrap_or(i64::MAX)),
+                grouped(i64::try_from(v.pruned.len()).unwrap_or(i64::MAX)),
             ),
-            head: v.head.as_ref(),
-            month_chart: strip_xml_declaration(month_chart),
-            category_chart: strip_xml_declaration(category_chart),
-            rows: &self.rows,
-            failed_runs: &self.failed_runs,
-            active_holds: &self.active_holds,
-            active_matters: &self.active_matters,
+            legend: SERIES.iter().map(|(name, _)| *name).collect(),
+            category_chart,
+            panels_not_shown: order.len().saturating_sub(MAX_PANELS),
+            panels,
+            totals,
+            held_latest,
+            verify_command: format!("{schema_env}cohort verify --json"),
+            head_sql,
+            check_sql: run_chain_check_sql(&self.schema),
+            export_command: format!("{schema_env}cohort runs export --format csv{range_flags}"),
+            pruned: pruned
+                .into_iter()
+                .map(|(entity, links)| Pruned { entity, links })
+                .collect(),
+            exempt_by_rule: self
+                .coverage
+                .iter()
+                .filter(|c| c.state() == "exempt by its rule")
+                .collect(),
+            covered: self
+                .coverage
+                .iter()
+                .filter(|c| c.state() == "swept")
+                .count(),
+            not_covered: self
+                .coverage
+                .iter()
+                .filter(|c| c.state() == "no run in range")
+                .count(),
         };
-        page.render().map_err(render_error)
+        page.render().map_err(|e| {
+            Error::from(EvidenceError::Render {
+                reason: e.to_string(),
+            })
+        })
     }
 
     /// Writes [`Self::to_html`] to `out`.
@@ -556,13 +1804,16 @@ impl AuditReport {
         out.write_all(html.as_bytes())
             .map_err(|e| Error::from(EvidenceError::Io(e)))
     }
-}
 
-/// Inline SVG in HTML takes the `<svg>` element, not an XML document.
-fn strip_xml_declaration(svg: String) -> String {
-    match svg.find("<svg") {
-        Some(i) => svg[i..].to_owned(),
-        None => svg,
+    /// The rows the range's runs changed, per strategy: purged,
+    /// soft-deleted, anonymised (dry runs excluded).
+    pub fn rows_changed(&self) -> [i64; 3] {
+        self.rows.iter().fold([0; 3], |mut t, r| {
+            t[0] += r.purged;
+            t[1] += r.soft_deleted;
+            t[2] += r.anonymised;
+            t
+        })
     }
 }
 
@@ -571,23 +1822,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn charts_are_svg_with_a_bar_per_value() {
-        let svg = bar_chart(
-            "t",
-            &[
-                ("2026-01".to_owned(), [3, 1, 0, 2]),
-                ("2026-02".to_owned(), [5, 0, 4, 0]),
-            ],
-        )
-        .expect("chart");
-        assert!(svg.contains("<svg"), "{svg}");
-        assert!(svg.contains("2026-02"));
-        assert!(svg.matches("<rect").count() >= 8, "{svg}");
+    fn periods_are_put_in_words() {
+        assert_eq!(period_words("P30D"), "P30D (30 days)");
+        assert_eq!(period_words("P1Y"), "P1Y (1 year)");
+        assert_eq!(period_words("P10000D"), "P10000D (10,000 days)");
+        assert_eq!(period_words("PT12H"), "PT12H");
+        assert_eq!(period_words("none"), "none");
     }
 
     #[test]
-    fn an_empty_chart_still_renders() {
-        let svg = bar_chart("nothing", &[]).expect("chart");
-        assert!(svg.contains("<svg"));
+    fn stored_errors_are_read() {
+        let id = Uuid::new_v4();
+        let names = BTreeMap::from([(id, "SessionNote".to_owned())]);
+        let list = format!(
+            r#"[{{"entity_id":"{id}","failure":{{"kind":"Database","sqlstate":"40P01","diagnostic_id":"d1"}}}}]"#
+        );
+        let f = read_failures(&list, &names);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].entity.as_deref(), Some("SessionNote"));
+        assert_eq!(f[0].sqlstate.as_deref(), Some("40P01"));
+        assert_eq!(f[0].diagnostic_id.as_deref(), Some("d1"));
+        let one = read_failures(
+            r#"{"kind":"Abandoned","sqlstate":null,"diagnostic_id":"d2"}"#,
+            &names,
+        );
+        assert_eq!(one[0].kind, "Abandoned");
+        assert!(one[0].meaning.contains("lease"));
+        assert_eq!(read_failures("garbage", &names)[0].kind, "unknown");
+    }
+
+    #[test]
+    fn times_and_shell_words() {
+        assert_eq!(shown("2026-03-01T09:30:00Z"), "2026-03-01 09:30:00");
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
     }
 }
