@@ -141,11 +141,17 @@ pub(crate) enum Command {
         "  cohort verify\n  cohort verify --json     # a CI or cron check: exit 3 when the chain is broken"
     ))]
     Verify,
-    /// Write the auditor's report (one HTML file: counts per category and month, holds, failed runs, the chain's state).
+    /// Write the auditor's report (one HTML file: the chain's state and how to check its head, retained types
+    /// and exempt tables, rules in force, runs, erasures, failures, holds and matters, charts), optionally signed.
     #[command(after_help = after(
-        "  cohort report --output retention-report.html\n  cohort report --from 2026-01-01T00:00:00Z --to 2027-01-01T00:00:00Z -o 2026.html"
+        "  cohort report --output retention-report.html\n  cohort report --from 2026-01-01T00:00:00Z --to 2027-01-01T00:00:00Z -o 2026.html\n  cohort report --sign signing.key -o 2026.html          # also writes 2026.html.sig\n\nThe model file's exempt tables are listed when the file is there (--no-model: not read).\nLists show at most --list-limit rows each and say how many more there are."
     ))]
     Report(ReportArgs),
+    /// Check a report's detached signature (`<file>.sig`) against the host's public key.
+    #[command(after_help = after(
+        "  cohort verify-report 2026.html --public-key 3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29\n  cohort verify-report 2026.html --signature signatures/2026.sig --public-key host.pub\n\nNeeds no database. Exit 0 when the signature is the key's over the file as it is, 3 when not."
+    ))]
+    VerifyReport(VerifyReportArgs),
     /// Print the certificate of an erasure run (JSON), optionally signed.
     #[command(after_help = after(
         "  COHORT_CERTIFICATE_KEY=... cohort certificate 0b6a3c9e-1f2d-4e5f-8a9b-0c1d2e3f4a5b --subject ann@example.org\n  cohort certificate latest --subject ann@example.org --signing-key signing.key -o cert.json\n\nThe subject appears only as HMAC-SHA256(certificate_key, subject) unless\n--subject-in-clear; the key comes from `certificate_key` in the settings\n(better: COHORT_CERTIFICATE_KEY) and is never printed."
@@ -595,6 +601,38 @@ pub(crate) struct ReportArgs {
     /// Write to this file instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub(crate) output: Option<PathBuf>,
+    /// Sign the file with the Ed25519 key whose 32-byte seed this file holds, in hex (the certificates'
+    /// key): writes a detached signature to `<output>.sig`. Needs --output.
+    #[arg(
+        long,
+        visible_alias = "signing-key",
+        value_name = "KEYFILE",
+        requires = "output"
+    )]
+    pub(crate) sign: Option<PathBuf>,
+    /// The longest list the report shows (runs, erasures, failed runs, holds, matters).
+    #[arg(long, value_name = "N", default_value_t = cohort::evidence::DEFAULT_LIST_LIMIT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) list_limit: u32,
+    /// Do not read the model file (its exempt tables are then not listed).
+    #[arg(long)]
+    pub(crate) no_model: bool,
+}
+
+/// `verify-report`.
+#[derive(Debug, Args)]
+pub(crate) struct VerifyReportArgs {
+    /// The report file.
+    pub(crate) file: PathBuf,
+    /// Its signature [default: FILE.sig].
+    #[arg(long, value_name = "SIGFILE")]
+    pub(crate) signature: Option<PathBuf>,
+    /// The host's Ed25519 public key: 64 hex digits, or a file holding them.
+    #[arg(long, value_name = "HEX|FILE", required_unless_present = "signing_key")]
+    pub(crate) public_key: Option<String>,
+    /// Or the signing key's seed file (as `report --sign` takes): its public key is used.
+    #[arg(long, value_name = "KEYFILE", conflicts_with = "public_key")]
+    pub(crate) signing_key: Option<PathBuf>,
 }
 
 /// `certificate`.

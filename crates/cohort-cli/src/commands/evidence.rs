@@ -15,7 +15,10 @@ use sqlx::{AssertSqlSafe, PgPool};
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::cli::{CertificateArgs, ExportFormatArg, ExportRecordsArg, ReportArgs, RunsExportArgs};
+use crate::cli::{
+    CertificateArgs, ExportFormatArg, ExportRecordsArg, ReportArgs, RunsExportArgs,
+    VerifyReportArgs,
+};
 use crate::db::qualified;
 use crate::error::{CliError, CliResult};
 use crate::output::{self, time};
@@ -208,19 +211,75 @@ impl Sink {
     }
 }
 
+/// The model's exempt tables for the report: from the model file when it
+/// is there (an explicit `--model` must be), `None` with `--no-model` or
+/// without the file.
+fn exempt_tables(
+    ctx: &Ctx,
+    args: &ReportArgs,
+) -> CliResult<Option<Vec<cohort::evidence::ExemptTable>>> {
+    if args.no_model {
+        return Ok(None);
+    }
+    if ctx.global.model.is_none() && !ctx.model_path().exists() {
+        eprintln!(
+            "note: no model file at {}: the report cannot list exempt tables (--no-model says so quietly)",
+            ctx.model_path().display()
+        );
+        return Ok(None);
+    }
+    let model = ctx.model()?;
+    Ok(Some(
+        model
+            .exempt
+            .iter()
+            .map(|x| {
+                let schema = x
+                    .schema
+                    .as_deref()
+                    .unwrap_or(ctx.settings.default_table_schema.as_str());
+                cohort::evidence::ExemptTable::new(
+                    x.name.clone(),
+                    format!("{schema}.{}", x.table),
+                    x.reason.clone(),
+                )
+            })
+            .collect(),
+    ))
+}
+
+/// `<file>.sig`.
+fn signature_path(file: &Path) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(".sig");
+    file.with_file_name(name)
+}
+
 /// `report`.
 pub(crate) async fn report(ctx: &Ctx, args: &ReportArgs) -> CliResult {
     let schema = ctx.settings.schema_name()?;
+    let signer = args.sign.as_deref().map(signing_key).transpose()?;
+    // `--sign` requires `--output` (clap refuses it alone): the signature
+    // is written beside the file.
+    let output = args.output.as_deref();
+    let exempt = exempt_tables(ctx, args)?;
     let pool = ctx.pool().await?;
     let now = Utc::now();
     let mut options = ReportOptions::new(range(args.from, args.to, now)?);
     if let Some(title) = &args.title {
         options.title.clone_from(title);
     }
+    options.exempt = exempt;
+    options.list_limit = args.list_limit;
+    options.signed_by = signer
+        .as_ref()
+        .map(|k| hex::encode(k.verifying_key().as_bytes()));
     let mut conn = pool.acquire().await?;
     let report = cohort::evidence::audit_report(&mut conn, &schema, &options).await?;
-    let mut sink = Sink::open(args.output.as_deref())?;
-    report.write_html(sink.writer())?;
+    let html = report.to_html()?;
+    let mut sink = Sink::open(output)?;
+    let io = |e| CliError::io("cannot write", Path::new("the report"), e);
+    sink.writer().write_all(html.as_bytes()).map_err(io)?;
     if let Some(path) = sink.finish()? {
         let chain = if report.verification.is_intact() {
             "the chain is intact".to_owned()
@@ -231,8 +290,109 @@ pub(crate) async fn report(ctx: &Ctx, args: &ReportArgs) -> CliResult {
             )
         };
         eprintln!("wrote {} ({chain})", path.display());
+        if let Some(key) = &signer {
+            let sig_path = signature_path(&path);
+            let signature = cohort::evidence::sign_report(html.as_bytes(), key);
+            let mut sig = Sink::open(Some(&sig_path))?;
+            sig.writer()
+                .write_all(signature.to_json().as_bytes())
+                .map_err(|e| CliError::io("cannot write", &sig_path, e))?;
+            sig.finish()?;
+            eprintln!(
+                "wrote {} (Ed25519, public key {})",
+                sig_path.display(),
+                signature.public_key
+            );
+        }
     }
     Ok(())
+}
+
+/// `verify-report` as JSON.
+#[derive(Debug, Serialize)]
+pub(crate) struct VerifyReportJson {
+    /// Whether the signature is the key's over the file as it is.
+    pub(crate) valid: bool,
+    /// The report file.
+    pub(crate) file: String,
+    /// The signature file.
+    pub(crate) signature: String,
+    /// The key checked against, hex.
+    pub(crate) public_key: String,
+    /// The file's SHA-256, hex.
+    pub(crate) sha256: String,
+    /// Why not, when not.
+    pub(crate) problem: Option<String>,
+}
+
+/// The public key of `verify-report`: 64 hex digits, a file holding them,
+/// or a signing key's seed file.
+fn verifying_key(args: &VerifyReportArgs) -> CliResult<ed25519_dalek::VerifyingKey> {
+    if let Some(path) = &args.signing_key {
+        return Ok(signing_key(path)?.verifying_key());
+    }
+    let given = args.public_key.as_deref().unwrap_or_default().trim();
+    let text = if given.len() == 64 && given.chars().all(|c| c.is_ascii_hexdigit()) {
+        given.to_owned()
+    } else {
+        let path = Path::new(given);
+        std::fs::read_to_string(path)
+            .map_err(|e| CliError::io("cannot read", path, e))?
+            .trim()
+            .to_owned()
+    };
+    let bad = || {
+        CliError::Usage(format!(
+            "--public-key {given:?}: give the Ed25519 public key as 64 hex digits, or a file holding them"
+        ))
+    };
+    let bytes: [u8; 32] = hex::decode(&text)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad)?;
+    ed25519_dalek::VerifyingKey::from_bytes(&bytes).map_err(|_| bad())
+}
+
+/// `verify-report`: no database.
+pub(crate) fn verify_report(ctx: &Ctx, args: &VerifyReportArgs) -> CliResult {
+    let key = verifying_key(args)?;
+    let sig_path = args
+        .signature
+        .clone()
+        .unwrap_or_else(|| signature_path(&args.file));
+    let file = std::fs::read(&args.file).map_err(|e| CliError::io("cannot read", &args.file, e))?;
+    let signature = std::fs::read_to_string(&sig_path)
+        .map_err(|e| CliError::io("cannot read", &sig_path, e))?;
+    let checked = cohort::evidence::verify_report_signature(&file, &signature, &key);
+    let json = VerifyReportJson {
+        valid: checked.is_ok(),
+        file: args.file.display().to_string(),
+        signature: sig_path.display().to_string(),
+        public_key: hex::encode(key.as_bytes()),
+        sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&file)),
+        problem: checked.as_ref().err().map(ToString::to_string),
+    };
+    if ctx.json() {
+        output::json(&json)?;
+    } else if json.valid {
+        output::line(&format!(
+            "{}: signed by {} (SHA-256 {})",
+            json.file, json.public_key, json.sha256
+        ))?;
+    }
+    match checked {
+        Ok(_) => Ok(()),
+        Err(cohort::evidence::EvidenceError::MalformedSignature { reason }) => {
+            Err(CliError::CheckFailed(format!(
+                "{} is not a report signature: {reason}",
+                json.signature
+            )))
+        }
+        Err(e) => Err(CliError::CheckFailed(format!(
+            "{}: {e}: the file changed since it was signed, or another key signed it",
+            json.file
+        ))),
+    }
 }
 
 /// The latest settled erasure run.

@@ -184,6 +184,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         Command::Worker(args) => worker::run(&ctx, &args).await,
         Command::Verify => evidence::verify(&ctx).await,
         Command::Report(args) => evidence::report(&ctx, &args).await,
+        Command::VerifyReport(args) => evidence::verify_report(&ctx, &args),
         Command::Certificate(args) => evidence::certificate(&ctx, &args).await,
     }?;
     Ok(code::SUCCESS)

@@ -157,11 +157,21 @@ async fn runs_export_writes_json_lines_and_csv() {
     assert_code(&out, 2);
 }
 
-// contract: K1 (report: the auditor's HTML report, written whole to a file)
+// contract: K1 (report: the auditor's HTML report, written whole to a file,
+// with the model file's exempt tables)
 #[tokio::test]
 async fn report_writes_one_html_file() {
     let p = Project::new().await;
     setup(&p).await;
+    let model = std::fs::read_to_string(p.dir.join("cohort-model.toml")).expect("model");
+    p.db.exec("CREATE TABLE countries (code text PRIMARY KEY)")
+        .await;
+    p.write(
+        "cohort-model.toml",
+        &format!(
+            "{model}\n[[exempt]]\ntable = \"countries\"\nreason = \"reference data: no personal data\"\n"
+        ),
+    );
     let out = p.cohort(&[
         "report",
         "-o",
@@ -179,6 +189,97 @@ async fn report_writes_one_html_file() {
     assert!(html.contains("<html"), "{html}");
     assert!(html.contains("Acme retention 2030"));
     assert!(!p.dir.join("report.html.partial").exists());
+    // The model's exempt table, with its reason; the retained table by its
+    // model name.
+    assert!(html.contains("public.countries"), "{html}");
+    assert!(html.contains("reference data: no personal data"));
+    assert!(!html.contains(EVENTS), "the entity id instead of its name");
+    assert!(!p.dir.join("report.html.sig").exists(), "signed unasked");
+
+    // Without the model: said so in the report, not an empty list.
+    let out = p.cohort(&["report", "--no-model", "-o", "bare.html"]);
+    assert_success(&out);
+    let bare = std::fs::read_to_string(p.dir.join("bare.html")).expect("the report");
+    assert!(bare.contains("Not given"), "{bare}");
+    assert!(!bare.contains("public.countries"));
+}
+
+// contract: EV3 (report --sign writes a detached signature by the
+// certificates' key; verify-report accepts the file as written and refuses
+// it once one byte changed, exit 3; no database needed to check)
+#[tokio::test]
+async fn a_signed_report_verifies_until_a_byte_changes() {
+    let p = Project::new().await;
+    setup(&p).await;
+    p.write("signing.key", &"07".repeat(32));
+    let public = hex::encode(
+        ed25519_dalek::SigningKey::from_bytes(&[7u8; 32])
+            .verifying_key()
+            .as_bytes(),
+    );
+    // The signature goes beside a file: --sign without --output is a usage error.
+    let out = p.cohort(&["report", "--sign", "signing.key"]);
+    assert_code(&out, 2);
+    assert!(stdout(&out).is_empty());
+
+    let out = p.cohort(&["report", "--sign", "signing.key", "-o", "signed.html"]);
+    assert_success(&out);
+    assert!(stderr(&out).contains(&public), "{}", stderr(&out));
+    let html = std::fs::read(p.dir.join("signed.html")).expect("the report");
+    let sig = std::fs::read_to_string(p.dir.join("signed.html.sig")).expect("the signature");
+    assert!(
+        String::from_utf8_lossy(&html).contains(&public),
+        "the report names its key"
+    );
+    let verifying = ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]).verifying_key();
+    cohort::evidence::verify_report_signature(&html, &sig, &verifying)
+        .expect("the written files verify through the library");
+
+    // The command, without a database.
+    let mut check = p.command(&["verify-report", "signed.html", "--public-key", &public]);
+    check.env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none");
+    let out = run(check);
+    assert_success(&out);
+    assert!(stdout(&out).contains("signed by"), "{}", stdout(&out));
+    let out = p.cohort(&[
+        "verify-report",
+        "signed.html",
+        "--signing-key",
+        "signing.key",
+        "--json",
+    ]);
+    assert_success(&out);
+    assert_eq!(json(&out)["valid"], true);
+
+    // Another key.
+    let other = hex::encode(
+        ed25519_dalek::SigningKey::from_bytes(&[8u8; 32])
+            .verifying_key()
+            .as_bytes(),
+    );
+    let out = p.cohort(&["verify-report", "signed.html", "--public-key", &other]);
+    assert_code(&out, 3);
+
+    // One byte changed.
+    let mut changed = html.clone();
+    let middle = changed.len() / 2;
+    changed[middle] ^= 0x01;
+    std::fs::write(p.dir.join("signed.html"), &changed).expect("write");
+    let out = p.cohort(&[
+        "verify-report",
+        "signed.html",
+        "--public-key",
+        &public,
+        "--json",
+    ]);
+    assert_code(&out, 3);
+    let j = json(&out);
+    assert_eq!(j["valid"], false, "{j}");
+    assert!(
+        stderr(&out).contains("changed since it was signed"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 // contract: K1 (certificate: the erasure's counts, the subject as an HMAC,

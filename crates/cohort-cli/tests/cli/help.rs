@@ -24,6 +24,7 @@ const LEAVES: &[&[&str]] = &[
     &["worker"],
     &["verify"],
     &["report"],
+    &["verify-report"],
     &["certificate"],
 ];
 
@@ -49,6 +50,7 @@ fn every_subcommand_has_help_with_an_example_and_the_exit_codes() {
         "worker",
         "verify",
         "report",
+        "verify-report",
         "certificate",
     ] {
         assert!(

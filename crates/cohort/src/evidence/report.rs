@@ -129,8 +129,10 @@ pub struct CategoryMonth {
     /// Rows anonymised.
     pub anonymised: i64,
     /// Rows left because an active hold covered them, as the month's
-    /// latest run of each type and tenant found them: a held row counts
-    /// once, however many runs met it.
+    /// latest run of each type and tenant in which the type succeeded found
+    /// them: a held row counts once, however many runs met it, and a run in
+    /// which the type failed or was cancelled (its held count incomplete)
+    /// does not hide it.
     pub held: i64,
 }
 
@@ -716,7 +718,8 @@ async fn read_category_months(
     let mut stream = crate::sql::query(AssertSqlSafe(format!(
         // Rows changed add up over the month's runs; rows held do not
         // (the same held row is counted by every run that meets it):
-        // per type and tenant, the held count of the month's latest run.
+        // per type and tenant, the held count of the month's latest run in
+        // which the type succeeded.
         "SELECT m.category, m.month, \
                 pg_catalog.sum(m.purged)::bigint AS purged, \
                 pg_catalog.sum(m.soft_deleted)::bigint AS soft_deleted, \
@@ -727,7 +730,8 @@ async fn read_category_months(
                       pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Purge' THEN s.affected_count ELSE 0 END) AS purged, \
                       pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'SoftDelete' THEN s.affected_count ELSE 0 END) AS soft_deleted, \
                       pg_catalog.sum(CASE WHEN s.strategy OPERATOR(pg_catalog.=) 'Anonymise' THEN s.affected_count ELSE 0 END) AS anonymised, \
-                      (pg_catalog.array_agg(s.held_count ORDER BY r.started_at DESC, r.run_id DESC))[1] AS held \
+                      COALESCE((pg_catalog.array_agg(s.held_count ORDER BY r.started_at DESC, r.run_id DESC) \
+                                FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'Succeeded'))[1], 0) AS held \
                FROM {summaries} AS s JOIN {runs} AS r ON r.run_id OPERATOR(pg_catalog.=) s.run_id \
                WHERE NOT r.dry_run AND {IN_RANGE} \
                GROUP BY 1, 2, s.retained_entity_id, s.tenant_id) AS m \
@@ -1421,57 +1425,59 @@ pub fn run_chain_check_sql(schema: &SchemaName) -> String {
     // `subject_hmac` (migration 6), left out entirely while NULL.
     let us = |c: &str| {
         format!(
-            "CASE WHEN r.{c} IS NULL THEN NULL WHEN isfinite(r.{c}) \
-             THEN ((extract(epoch FROM r.{c}) * 1000000)::numeric(30,0))::text \
-             WHEN r.{c} > 'epoch' THEN 'infinity' ELSE '-infinity' END"
+            "CASE WHEN NOT isfinite(r.{c})\n                   THEN CASE WHEN r.{c} > 'epoch' THEN 'infinity' ELSE '-infinity' END\n                   ELSE ((extract(epoch FROM r.{c}) * 1000000)::numeric(30,0))::text END"
         )
     };
-    format!(
-        "-- Recompute every run link of the install's evidence chain from its columns\n\
--- (docs/evidence.md, \"What is hashed\"); needs no Cohort function.\n\
-WITH link AS (\n\
-  SELECT r.chain_seq, r.chain_prev, r.chain_hash,\n\
-         sha256(convert_to('14:cohort-ev1:run' || (\n\
-           SELECT string_agg(CASE WHEN f.v IS NULL THEN f.if_null\n\
-                                  ELSE octet_length(f.v) || ':' || f.v END, '' ORDER BY f.n)\n\
-           FROM (VALUES\n\
-             (1, r.chain_seq::text, '~'),\n\
-             (2, encode(r.chain_prev, 'hex'), '~'),\n\
-             (3, r.run_id::text, '~'),\n\
-             (4, r.run_kind, '~'),\n\
-             (5, r.\"trigger\", '~'),\n\
-             (6, CASE WHEN r.dry_run THEN 't' ELSE 'f' END, '~'),\n\
-             (7, r.tenant_id::text, '~'),\n\
-             (8, {logical_now}, '~'),\n\
-             (9, r.status, '~'),\n\
-             (10, {started_at}, '~'),\n\
-             (11, {settled_at}, '~'),\n\
-             (12, r.error, '~'),\n\
-             (13, r.chain_summaries::text, '~'),\n\
-             (14, encode(r.chain_summaries_head, 'hex'), '~'),\n\
-             (15, r.chain_details::text, '~'),\n\
-             (16, encode(r.chain_details_head, 'hex'), '~'),\n\
-             (17, encode(r.subject_hmac, 'hex'), '')\n\
-           ) AS f(n, v, if_null)), 'UTF8')) AS recomputed\n\
-  FROM {runs} AS r\n\
-  WHERE r.chain_seq IS NOT NULL\n\
-), walk AS (\n\
-  SELECT l.*, lag(l.chain_hash) OVER (ORDER BY l.chain_seq) AS before,\n\
-         row_number() OVER (ORDER BY l.chain_seq) AS position\n\
-  FROM link AS l\n\
-)\n\
-SELECT count(*) AS links,\n\
-       count(*) FILTER (WHERE recomputed IS DISTINCT FROM chain_hash) AS changed,\n\
-       count(*) FILTER (WHERE chain_prev IS DISTINCT FROM before OR chain_seq <> position) AS broken,\n\
-       max(chain_seq) AS head_seq,\n\
-       encode((array_agg(chain_hash ORDER BY chain_seq DESC))[1], 'hex') AS head_hash\n\
-FROM walk;\n",
-        logical_now = us("logical_now"),
-        started_at = us("started_at"),
-        settled_at = us("settled_at"),
-        runs = schema.table("sweep_run"),
-    )
+    CHAIN_CHECK_SQL
+        .replace("{logical_now}", &us("logical_now"))
+        .replace("{started_at}", &us("started_at"))
+        .replace("{settled_at}", &us("settled_at"))
+        .replace("{runs}", &schema.table("sweep_run").to_string())
 }
+
+/// [`run_chain_check_sql`]'s text, before its placeholders are filled.
+const CHAIN_CHECK_SQL: &str = r#"-- Recompute every run link of the install's evidence chain from its columns
+-- (docs/evidence.md, "What is hashed"); needs no Cohort function.
+WITH link AS (
+  SELECT r.chain_seq, r.chain_prev, r.chain_hash,
+         sha256(convert_to('14:cohort-ev1:run' || (
+           SELECT string_agg(CASE WHEN f.v IS NULL THEN f.if_null
+                                  ELSE octet_length(f.v) || ':' || f.v END, '' ORDER BY f.n)
+           FROM (VALUES
+             (1, r.chain_seq::text, '~'),
+             (2, encode(r.chain_prev, 'hex'), '~'),
+             (3, r.run_id::text, '~'),
+             (4, r.run_kind, '~'),
+             (5, r."trigger", '~'),
+             (6, CASE WHEN r.dry_run THEN 't' ELSE 'f' END, '~'),
+             (7, r.tenant_id::text, '~'),
+             (8, {logical_now}, '~'),
+             (9, r.status, '~'),
+             (10, {started_at}, '~'),
+             (11, {settled_at}, '~'),
+             (12, r.error, '~'),
+             (13, r.chain_summaries::text, '~'),
+             (14, encode(r.chain_summaries_head, 'hex'), '~'),
+             (15, r.chain_details::text, '~'),
+             (16, encode(r.chain_details_head, 'hex'), '~'),
+             -- left out entirely while NULL (added by migration 6)
+             (17, encode(r.subject_hmac, 'hex'), '')
+           ) AS f(n, v, if_null)), 'UTF8')) AS recomputed
+  FROM {runs} AS r
+  WHERE r.chain_seq IS NOT NULL
+), walk AS (
+  SELECT l.*, lag(l.chain_hash) OVER (ORDER BY l.chain_seq) AS before,
+         row_number() OVER (ORDER BY l.chain_seq) AS position
+  FROM link AS l
+)
+SELECT count(*) AS links,
+       count(*) FILTER (WHERE recomputed IS DISTINCT FROM chain_hash) AS changed,
+       count(*) FILTER (WHERE chain_prev IS DISTINCT FROM before
+                           OR chain_seq <> position) AS broken,
+       max(chain_seq) AS head_seq,
+       encode((array_agg(chain_hash ORDER BY chain_seq DESC))[1], 'hex') AS head_hash
+FROM walk;
+"#;
 
 /// `sh` single-quoted.
 fn shell_quoted(s: &str) -> String {
@@ -1611,6 +1617,11 @@ impl Page<'_> {
 
     fn t(&self, v: &str) -> String {
         shown(v)
+    }
+
+    /// The date of a time.
+    fn day<'b>(&self, v: &'b str) -> &'b str {
+        v.get(..10).unwrap_or(v)
     }
 
     fn ot(&self, v: Option<&str>) -> String {

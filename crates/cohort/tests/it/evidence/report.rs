@@ -672,6 +672,16 @@ async fn every_section_of_the_report_shows_the_ledger_by_name_in_chromium() {
     assert!(months.iter().any(|r| r[2] == "1,234,567"), "{months:?}");
     let soft: i64 = months.iter().map(|r| number(&r[3])).sum();
     assert_eq!(soft, changed[1]);
+    // This month's tickets: two held rows (7 and 10), as the last sweep in
+    // which tickets succeeded found them; the cancelled run after it, with
+    // its incomplete count of 0, does not hide them, and the two sweeps
+    // that met them count them once.
+    let this_month = Utc::now().format("%Y-%m").to_string();
+    let tickets_now = months
+        .iter()
+        .find(|r| r[0] == "tickets" && r[1] == this_month)
+        .expect("this month's tickets");
+    assert_eq!(tickets_now[5], "2", "{tickets_now:?}");
 
     // Runs: the settled ones only.
     let runs = rows(dom, "runs-table");
