@@ -1479,6 +1479,21 @@ SELECT count(*) AS links,
 FROM walk;
 "#;
 
+/// `text` as the inside of a CSS string: letters, digits and spaces as
+/// they are, every other character as a CSS escape (`\27 ` for `'`), so no
+/// text can end the string, the rule or the style element.
+fn css_string(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == ' ' {
+                c.to_string()
+            } else {
+                format!("\\{:x} ", u32::from(c))
+            }
+        })
+        .collect()
+}
+
 /// `sh` single-quoted.
 fn shell_quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -1566,6 +1581,8 @@ struct Page<'a> {
     export_command: String,
     pruned: Vec<Pruned>,
     exempt_by_rule: Vec<&'a CoverageEntry>,
+    /// The printed pages' footer, as the text of a CSS string.
+    print_footer: String,
     covered: usize,
     not_covered: usize,
 }
@@ -1791,6 +1808,12 @@ impl AuditReport {
                 .iter()
                 .filter(|c| c.state() == "exempt by its rule")
                 .collect(),
+            print_footer: css_string(&format!(
+                "{} \u{b7} schema {} \u{b7} generated {} UTC",
+                self.options.title,
+                self.schema.as_str(),
+                time(self.generated_at)
+            )),
             covered: self
                 .coverage
                 .iter()
@@ -1866,5 +1889,6 @@ mod tests {
     fn times_and_shell_words() {
         assert_eq!(shown("2026-03-01T09:30:00Z"), "2026-03-01 09:30:00");
         assert_eq!(shell_quoted("it's"), r"'it'\''s'");
+        assert_eq!(css_string("a's </style>"), r"a\27 s \3c \2f style\3e ");
     }
 }

@@ -40,7 +40,6 @@ const SECTIONS: &[&str] = &[
     "contents",
     "summary",
     "verification",
-    "head-check",
     "coverage",
     "rules",
     "runs-by-kind",
@@ -52,6 +51,7 @@ const SECTIONS: &[&str] = &[
     "ended-holds",
     "matters",
     "ended-matters",
+    "head-check",
     "signature",
 ];
 
@@ -808,7 +808,7 @@ async fn every_section_of_the_report_shows_the_ledger_by_name_in_chromium() {
             &page.page,
             &[
                 format!("--screenshot={path}"),
-                "--window-size=1200,2400".to_owned(),
+                "--window-size=1200,3200".to_owned(),
                 "--hide-scrollbars".to_owned(),
             ],
         );
