@@ -35,7 +35,7 @@ use crate::error::EXIT_CODES_HELP;
         "  2    usage error (unknown command or flag, malformed value)\n",
         "  3    a check failed (schema check: not ready; validate: problems found;\n",
         "       coverage --fail-on-unclassified: unclassified tables;\n",
-        "       verify: the ledger's chain is broken)\n",
+        "       verify: the ledger's chain is broken; verify-report: the signature does not verify)\n",
         "  130  interrupted by Ctrl-C (the run ended Cancelled; a second Ctrl-C exits at once)"
     )
 )]

@@ -34,7 +34,8 @@ Exit codes:
   2    usage error (unknown command or flag, malformed value)
   3    a check failed (schema check: not ready; validate: problems found;
        coverage --fail-on-unclassified: unclassified tables;
-       verify: the ledger's chain is broken; certificate: the run did not erase that subject)
+       verify: the ledger's chain is broken; certificate: the run did not erase that subject;
+       verify-report: the report's signature does not verify)
   130  interrupted by Ctrl-C (the run ended Cancelled; a second Ctrl-C exits at once)";
 
 /// Everything that can stop a command, each with an actionable message.

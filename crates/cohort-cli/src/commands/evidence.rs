@@ -375,7 +375,7 @@ pub(crate) fn verify_report(ctx: &Ctx, args: &VerifyReportArgs) -> CliResult {
     if ctx.json() {
         output::json(&json)?;
     } else if json.valid {
-        output::line(&format!(
+        output::line(format!(
             "{}: signed by {} (SHA-256 {})",
             json.file, json.public_key, json.sha256
         ))?;

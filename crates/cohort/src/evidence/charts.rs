@@ -30,7 +30,7 @@ pub(crate) fn grouped(n: i64) -> String {
         out.push('-');
     }
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -212,15 +212,13 @@ pub(super) fn month_panel(
             let (x0, base) = chart.backend_coord(&(i, 0.0));
             let x1 = chart.backend_coord(&(i + 1.0, 0.0)).0;
             let (left, right) = (x0.min(x1), x0.max(x1));
-            if m % every == 0 {
-                if let Some(label) = months.get(m) {
-                    root.draw(&Text::new(
-                        label.clone(),
-                        ((left + right) / 2, base + 6),
-                        month_style.clone(),
-                    ))
-                    .map_err(render_error)?;
-                }
+            if let Some(label) = months.get(m).filter(|_| m.is_multiple_of(every)) {
+                root.draw(&Text::new(
+                    label.clone(),
+                    ((left + right) / 2, base + 6),
+                    month_style.clone(),
+                ))
+                .map_err(render_error)?;
             }
             let slot = f64::from(right - left) / 5.0;
             for (s, (_, colour)) in SERIES.iter().enumerate() {
