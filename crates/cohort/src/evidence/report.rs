@@ -1030,6 +1030,8 @@ async fn read_erasure_totals(
     })
 }
 
+const UNKNOWN_FAILURE: &str = "a failure this version of Cohort does not know";
+
 /// What a failure kind of the ledger's sanitized envelopes means.
 fn failure_meaning(kind: &str) -> &'static str {
     match kind {
@@ -1054,7 +1056,8 @@ fn failure_meaning(kind: &str) -> &'static str {
         "PayloadUndecodable" => "a delivery's payload is not the handler's snapshot type",
         "PayloadScrubbed" => "a delivery's payload was scrubbed after its retention",
         "UnknownHandler" => "no handler with this identity is registered",
-        _ => "a failure this version of Cohort does not know",
+        "InvalidStages" => "the rule's stages are not a valid sequence",
+        _ => UNKNOWN_FAILURE,
     }
 }
 
@@ -1883,6 +1886,59 @@ mod tests {
         assert_eq!(one[0].kind, "Abandoned");
         assert!(one[0].meaning.contains("lease"));
         assert_eq!(read_failures("garbage", &names)[0].kind, "unknown");
+    }
+
+    #[test]
+    fn every_failure_kind_has_a_meaning() {
+        use crate::ledger::FailureKind as K;
+        for kind in [
+            K::Database,
+            K::RuleProvider,
+            K::RuleProviderPanic,
+            K::UnresolvedCategory,
+            K::UndeclaredStrategy,
+            K::UnsupportedStrategy,
+            K::InvalidStages,
+            K::SoftDeleteRefused,
+            K::AnonymiserPanic,
+            K::Abandoned,
+            K::FenceTimeout,
+            K::HandlerCapture,
+            K::SnapshotRoundTrip,
+            K::Handler,
+            K::HandlerPanic,
+            K::HandlerTimeout,
+            K::ClaimExpired,
+            K::PayloadUndecodable,
+            K::PayloadScrubbed,
+            K::UnknownHandler,
+        ] {
+            // Exhaustive: a new kind fails to compile here until it is listed
+            // (and given a meaning).
+            match kind {
+                K::Database
+                | K::RuleProvider
+                | K::RuleProviderPanic
+                | K::UnresolvedCategory
+                | K::UndeclaredStrategy
+                | K::UnsupportedStrategy
+                | K::InvalidStages
+                | K::SoftDeleteRefused
+                | K::AnonymiserPanic
+                | K::Abandoned
+                | K::FenceTimeout
+                | K::HandlerCapture
+                | K::SnapshotRoundTrip
+                | K::Handler
+                | K::HandlerPanic
+                | K::HandlerTimeout
+                | K::ClaimExpired
+                | K::PayloadUndecodable
+                | K::PayloadScrubbed
+                | K::UnknownHandler => {}
+            }
+            assert_ne!(failure_meaning(kind.as_str()), UNKNOWN_FAILURE, "{kind:?}");
+        }
     }
 
     #[test]
