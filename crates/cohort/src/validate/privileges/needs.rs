@@ -223,6 +223,12 @@ pub(super) fn type_needs(
             "soft-delete skips rows whose flag is already set",
         );
     }
+    if soft_delete && caps.is_staged() {
+        select(
+            roles.deleted_at,
+            "a stage after soft-delete counts its period from deleted-at",
+        );
+    }
     if anonymise {
         select(
             roles.anonymised_at,

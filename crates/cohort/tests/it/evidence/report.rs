@@ -477,18 +477,16 @@ async fn every_section_of_the_report_shows_the_ledger_by_name_in_chromium() {
         report.runs_in_range,
         count(&db, "SELECT count(*) FROM sweep_run").await
     );
-    let listed = count(
-        &db,
-        "SELECT count(*) FROM sweep_run WHERE status NOT IN ('Started', 'Cancelled')",
-    )
-    .await;
+    // Every run is listed: settled, cancelled and in progress.
+    let listed = count(&db, "SELECT count(*) FROM sweep_run").await;
     assert_eq!(
-        listed, 7,
-        "3 written + dry run + sweep + erasure + partly failed sweep"
+        listed, 9,
+        "3 written + dry run + sweep + erasure + partly failed sweep + cancelled + in progress"
     );
     assert_eq!(report.runs.total, listed as u64);
     assert_eq!(report.runs.items.len(), listed as usize);
-    assert!(report.runs.items.iter().all(|r| r.status != "Cancelled"));
+    assert!(report.runs.items.iter().any(|r| r.status == "Cancelled"));
+    assert!(report.runs.items.iter().any(|r| r.status == "Started"));
     for (kind, trigger, runs, dry, cancelled, in_progress) in [
         ("Sweep", "Scheduled", 4, 0, 0, 1),
         ("Sweep", "Manual", 4, 1, 1, 0),
@@ -683,15 +681,19 @@ async fn every_section_of_the_report_shows_the_ledger_by_name_in_chromium() {
         .expect("this month's tickets");
     assert_eq!(tickets_now[5], "2", "{tickets_now:?}");
 
-    // Runs: the settled ones only.
+    // Runs: every one, the cancelled and the one in progress included.
     let runs = rows(dom, "runs-table");
     assert_eq!(runs.len() as i64, listed);
-    for hidden in ["cccccccc", "dddddddd"] {
-        assert!(
-            !runs.iter().any(|r| r[0].starts_with(hidden)),
-            "{hidden} is listed: {runs:?}"
-        );
-    }
+    let cancelled = runs
+        .iter()
+        .find(|r| r[0].starts_with("cccccccc"))
+        .expect("the cancelled run is listed");
+    assert_eq!(cancelled[6], "Cancelled", "{cancelled:?}");
+    let running = runs
+        .iter()
+        .find(|r| r[0].starts_with("dddddddd"))
+        .expect("the run in progress is listed");
+    assert_eq!(running[6], "in progress", "{running:?}");
     let changed_listed: i64 = runs
         .iter()
         .filter(|r| !r[0].contains("dry run"))
@@ -700,7 +702,7 @@ async fn every_section_of_the_report_shows_the_ledger_by_name_in_chromium() {
     let ledger_listed = count(
         &db,
         "SELECT coalesce(sum(s.affected_count), 0)::bigint FROM sweep_run_entity_summary s \
-         JOIN sweep_run r USING (run_id) WHERE NOT r.dry_run AND r.status NOT IN ('Started', 'Cancelled')",
+         JOIN sweep_run r USING (run_id) WHERE NOT r.dry_run",
     )
     .await;
     assert_eq!(changed_listed, ledger_listed);
