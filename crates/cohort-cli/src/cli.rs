@@ -197,6 +197,11 @@ pub(crate) enum SchemaCommand {
     /// or a disallowed UPDATE of a held row. Apply it as the tables' owner.
     #[command(after_help = after("  cohort schema guards > migrations/cohort_guards.sql\n  cohort schema guards | psql -1 \"$DATABASE_URL\""))]
     Guards,
+    /// Print the SQL that creates the archive tables of the model's tables
+    /// whose rules may archive (`archive = "<schema>"`): each table's
+    /// columns, Cohort's three, and a unique key on the record id.
+    #[command(after_help = after("  cohort schema archive > migrations/cohort_archive.sql\n  cohort schema archive | psql -1 \"$DATABASE_URL\""))]
+    Archive,
 }
 
 /// Which rows: one tenant or the tenantless tables, at which time.

@@ -602,6 +602,30 @@ impl CohortBuilder {
         crate::schema::guard_ddl(&self.descriptors, &self.options, provider.as_ref())
     }
 
+    /// The SQL that creates the archive tables of this model's archiving
+    /// types (contract SL2): for each type whose category's capabilities
+    /// declare [`Capabilities::archive_into`](crate::Capabilities::archive_into),
+    /// the table of the same name in that schema, with every column of the
+    /// type's table (`LIKE`), Cohort's `cohort_run_id`, `cohort_batch` and
+    /// `cohort_archived_at`, a unique key on the record id (a row is never
+    /// archived twice) and an index for the purge stage. Apply it with your
+    /// migrations; [`build`](Self::build) refuses an archiving type whose
+    /// archive table is missing or does not match its table. Empty when no
+    /// type archives. Reads nothing from the database. See `docs/model.md`,
+    /// "The archive strategy".
+    pub fn archive_sql(&self) -> Result<String, Error> {
+        let Some(provider) = &self.provider else {
+            return Err(Error::Validation(ValidationReport {
+                problems: vec![ValidationProblem::general(
+                    "no rule provider is registered",
+                    "call CohortBuilder::rules with your RuleProvider",
+                )],
+                ..ValidationReport::default()
+            }));
+        };
+        crate::validate::archive::archive_ddl(&self.descriptors, &self.options, provider.as_ref())
+    }
+
     /// Validates the options, the registered types against the live catalog
     /// and the readiness of Cohort's tables, and returns the handle, or one
     /// [`Error::Validation`] whose report lists every problem found.

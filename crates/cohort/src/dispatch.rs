@@ -97,6 +97,7 @@ fn strategy(action: Option<&str>) -> Strategy {
     match action {
         Some("SoftDelete") => Strategy::SoftDelete,
         Some("Anonymise") => Strategy::Anonymise,
+        Some("Archive") => Strategy::Archive,
         _ => Strategy::Purge,
     }
 }

@@ -28,6 +28,9 @@ fn what_happens(s: Strategy) -> &'static str {
             "the personal-data columns listed for each table are overwritten and the row is kept"
         }
         Strategy::Exempt => "rows are kept; each run records a zero-change summary",
+        Strategy::Archive => {
+            "rows are moved to the archive table (copied and deleted in one transaction)"
+        }
         _ => "see the rule",
     }
 }
@@ -429,6 +432,7 @@ fn stamp_of(strategy: Strategy) -> &'static str {
     match strategy {
         Strategy::SoftDelete => "deleted_at",
         Strategy::Anonymise => "anonymised_at",
+        Strategy::Archive => "cohort_archived_at",
         _ => "anchor",
     }
 }

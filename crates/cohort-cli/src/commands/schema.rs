@@ -198,6 +198,19 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &SchemaCommand) -> CliResult {
                 output::line(guards.sql().trim_end())
             }
         }
+        SchemaCommand::Archive => {
+            let pool = ctx.pool().await?;
+            let model = ctx.model()?;
+            let builder = crate::model::build::builder(&pool, &model, &ctx.settings).await?;
+            let sql = builder.archive_sql()?;
+            if ctx.json() {
+                output::json(&sql)
+            } else if sql.is_empty() {
+                output::line("-- no rule of the model archives (archive = \"<schema>\")")
+            } else {
+                output::line(sql.trim_end())
+            }
+        }
         SchemaCommand::Migrate => {
             let pool = ctx.pool().await?;
             let applied = migrate(&pool, &schema).await?;

@@ -232,6 +232,9 @@ pub(crate) struct CategoryRules {
     pub(crate) base: RuleSpec,
     /// Every strategy the category can resolve to.
     pub(crate) capabilities: Vec<Strategy>,
+    /// The schema its archive tables are in (`archive = "<schema>"`), when
+    /// it may archive.
+    pub(crate) archive: Option<String>,
     /// Per-tenant (or per-jurisdiction, per-tag) overrides, in file order.
     pub(crate) overrides: Vec<Override>,
 }
@@ -327,6 +330,7 @@ pub(crate) fn strategy_name(s: Strategy) -> &'static str {
         Strategy::SoftDelete => "soft-delete",
         Strategy::Anonymise => "anonymise",
         Strategy::Exempt => "exempt",
+        Strategy::Archive => "archive",
         _ => "unknown",
     }
 }

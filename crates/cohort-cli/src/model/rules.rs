@@ -69,10 +69,14 @@ impl RuleProvider for FileRules {
         let mut strategies = r.capabilities.iter().copied();
         let first = strategies.next()?;
         let capabilities = strategies.fold(Capabilities::only(first), Capabilities::and);
-        Some(if r.base.then.is_empty() {
+        let capabilities = if r.base.then.is_empty() {
             capabilities
         } else {
             capabilities.staged()
+        };
+        Some(match &r.archive {
+            Some(schema) => capabilities.archive_into(schema.clone()),
+            None => capabilities,
         })
     }
 
@@ -119,6 +123,7 @@ mod tests {
             category: "accounts".into(),
             base,
             capabilities: vec![Strategy::Anonymise],
+            archive: None,
             overrides: vec![
                 o(Selector::Tag("vip".into()), Period::days(3)),
                 o(Selector::Jurisdiction("DE".into()), Period::days(2)),

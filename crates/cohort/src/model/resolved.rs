@@ -90,6 +90,32 @@ pub(crate) struct ResolvedEntity {
     /// (contract PT1; the partitions and their bounds are read per run,
     /// since tools such as pg_partman add and remove them all the time).
     pub(crate) range_on_anchor: bool,
+    /// Where the type's rows are archived, when its category may archive
+    /// (contract SL2).
+    pub(crate) archive: Option<Box<ArchiveTarget>>,
+}
+
+/// The columns Cohort adds to an archive table, after the source's own.
+pub(crate) const ARCHIVE_RUN: &str = "cohort_run_id";
+/// The archive table's batch number column.
+pub(crate) const ARCHIVE_BATCH: &str = "cohort_batch";
+/// The archive table's archive-time column.
+pub(crate) const ARCHIVE_AT: &str = "cohort_archived_at";
+
+/// An archiving type's archive table (contract SL2).
+#[derive(Debug, Clone)]
+pub(crate) struct ArchiveTarget {
+    /// The archive table as a retained type of its own: the source's record
+    /// id, anchor, tenant and subject columns in the archive table, the
+    /// source's entity id (so holds and the fence apply alike), category
+    /// `<category>:archive`. What a purge stage after the archive stage,
+    /// and an erasure, run on.
+    pub(crate) entity: ResolvedEntity,
+    /// Every column of the source table, in table order: copied as it is.
+    pub(crate) columns: Vec<Ident>,
+    /// The archive time column ([`ARCHIVE_AT`]), which a purge stage after
+    /// the archive stage counts its period from.
+    pub(crate) archived_at: Column,
 }
 
 impl ResolvedEntity {

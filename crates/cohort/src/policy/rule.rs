@@ -20,6 +20,10 @@ pub enum Strategy {
     Anonymise,
     /// Leave the rows alone; the ledger shows a zero-mutation summary.
     Exempt,
+    /// Copy each row into the type's archive table and delete it from its
+    /// own, in one batch transaction (contract SL2; the archive schema is
+    /// declared with the capabilities, [`Capabilities::archive_into`]).
+    Archive,
 }
 
 impl Strategy {
@@ -30,6 +34,7 @@ impl Strategy {
             Strategy::SoftDelete => "SoftDelete",
             Strategy::Anonymise => "Anonymise",
             Strategy::Exempt => "Exempt",
+            Strategy::Archive => "Archive",
         }
     }
 }
@@ -119,6 +124,12 @@ pub enum StageProblem {
         /// The stage's number.
         stage: usize,
     },
+    /// A stage other than a purge after an archive stage: only a purge (of
+    /// the archive table) may follow one.
+    AfterArchive {
+        /// The stage's number.
+        stage: usize,
+    },
 }
 
 impl fmt::Display for StageProblem {
@@ -144,6 +155,10 @@ impl fmt::Display for StageProblem {
                     "stage {stage} is Exempt: every stage of a staged rule changes rows"
                 )
             }
+            StageProblem::AfterArchive { stage } => write!(
+                f,
+                "stage {stage} follows an archive stage: only a purge (of the archive table) may follow one"
+            ),
         }
     }
 }
@@ -224,6 +239,11 @@ impl Rule {
             if i > 0 && stages[..i].iter().any(|s| s.strategy == Strategy::Purge) {
                 problems.push(StageProblem::AfterPurge { stage: number });
             }
+            if stage.strategy != Strategy::Purge
+                && stages[..i].iter().any(|s| s.strategy == Strategy::Archive)
+            {
+                problems.push(StageProblem::AfterArchive { stage: number });
+            }
             if stages[..i].iter().any(|s| s.strategy == stage.strategy) {
                 problems.push(StageProblem::Repeated {
                     stage: number,
@@ -277,6 +297,7 @@ impl Rule {
 pub struct Capabilities {
     strategies: BTreeSet<Strategy>,
     staged: bool,
+    archive_schema: Option<String>,
 }
 
 impl Capabilities {
@@ -285,6 +306,7 @@ impl Capabilities {
         Capabilities {
             strategies: BTreeSet::from([strategy]),
             staged: false,
+            archive_schema: None,
         }
     }
 
@@ -315,6 +337,29 @@ impl Capabilities {
         self.staged
     }
 
+    /// The category may resolve to [`Strategy::Archive`] (contract SL2),
+    /// archiving each type's rows into the table of the same name in
+    /// `schema` (created by the host's migrations from
+    /// `CohortBuilder::archive_sql`). Declared here, with the capabilities,
+    /// so start-up checks every archive table before any rule is resolved.
+    ///
+    /// ```
+    /// use cohort::{Capabilities, Strategy};
+    /// let caps = Capabilities::only(Strategy::Archive).and(Strategy::Purge).staged().archive_into("archive");
+    /// assert!(caps.allows(Strategy::Archive));
+    /// assert_eq!(caps.archive_schema(), Some("archive"));
+    /// ```
+    pub fn archive_into(mut self, schema: impl Into<String>) -> Capabilities {
+        self.strategies.insert(Strategy::Archive);
+        self.archive_schema = Some(schema.into());
+        self
+    }
+
+    /// The schema the category archives into, if it may archive.
+    pub fn archive_schema(&self) -> Option<&str> {
+        self.archive_schema.as_deref()
+    }
+
     /// Whether `strategy` was declared.
     pub fn allows(&self, strategy: Strategy) -> bool {
         self.strategies.contains(&strategy)
@@ -335,6 +380,7 @@ impl<const N: usize> From<[Strategy; N]> for Capabilities {
         Capabilities {
             strategies: strategies.into_iter().collect(),
             staged: false,
+            archive_schema: None,
         }
     }
 }

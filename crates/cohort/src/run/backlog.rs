@@ -151,6 +151,15 @@ impl Engine {
                 Ok(plans) => plans,
             };
             for plan in plans {
+                // A stage after an archive stage measures the archive table.
+                let source = e;
+                let e = match (
+                    &e.archive,
+                    plan.stage.as_ref().is_some_and(|s| s.on_archive()),
+                ) {
+                    (Some(archive), true) => &archive.entity,
+                    _ => e,
+                };
                 let mut entry = blank();
                 entry.strategy = Some(plan.rule.strategy);
                 if plan.rule.strategy == Strategy::Exempt {
@@ -167,7 +176,7 @@ impl Engine {
                     &Purpose::Sweep,
                     plan.rule.audit == AuditDetail::PerRow,
                     false,
-                    plan.stage.as_ref().map(|s| s.sql(e)),
+                    plan.stage.as_ref().map(|s| s.sql(source)),
                 );
                 let values = Values {
                     entity: e,

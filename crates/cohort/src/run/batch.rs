@@ -218,6 +218,7 @@ fn bind_with<'q>(
             P::Matter(p) => matters.bind(q, p),
             P::StageBefore => q.bind(v.stage.map(|s| s.before)),
             P::LegalCutoff => q.bind(v.stage.map(|s| s.legal_cutoff)),
+            P::ArchiveTable => q.bind(v.entity.archive.as_ref().map(|a| a.entity.table.unquoted())),
         };
     }
     q

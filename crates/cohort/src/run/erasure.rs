@@ -187,7 +187,23 @@ impl Engine {
             if soft_delete && !allowed {
                 refused.push(e.type_name());
             }
+            // An archiving type's archived rows of the subject go too, as
+            // a purge of its archive table (contract SL2).
+            let archived = e.archive.as_ref().map(|archive| {
+                let columns: Vec<&Column> = archive
+                    .entity
+                    .subjects
+                    .iter()
+                    .filter(|c| columns.iter().any(|s| s.name == c.name))
+                    .collect();
+                let planned = planned.clone().map(|mut p| {
+                    p.rule.strategy = Strategy::Purge;
+                    p
+                });
+                (&archive.entity, columns, planned)
+            });
             entities.push((e, columns, planned));
+            entities.extend(archived);
         }
         if !refused.is_empty() {
             return Err(Error::SoftDeleteErasureRefused {

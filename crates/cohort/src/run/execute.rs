@@ -362,6 +362,16 @@ impl Engine {
         lease: &RunLease,
     ) -> EntityOutcome {
         let inner = self;
+        // A stage after an archive stage acts on the archive table, as a
+        // type of its own (contract SL2); it runs no row handler.
+        let source = e;
+        let on_archive = planned
+            .as_ref()
+            .is_ok_and(|p| p.stage.as_ref().is_some_and(|s| s.on_archive()));
+        let e = match (&e.archive, on_archive) {
+            (Some(archive), true) => &archive.entity,
+            _ => e,
+        };
         let run_id = lease.run_id();
         let tenant = scope.tenant().map(|t| t.id);
         let subject = spec.erasure.as_ref().map(|er| er.subject);
@@ -455,7 +465,7 @@ impl Engine {
         };
         let per_row = plan.rule.audit == AuditDetail::PerRow;
         // A dry run never runs a handler and never queues work.
-        let handlers: &[crate::handlers::registry::Registered] = if spec.dry_run {
+        let handlers: &[crate::handlers::registry::Registered] = if spec.dry_run || on_archive {
             &[]
         } else {
             inner.handlers_of(e.entity_id)
@@ -468,7 +478,7 @@ impl Engine {
             &purpose,
             per_row,
             !handlers.is_empty(),
-            plan.stage.as_ref().map(|s| s.sql(e)),
+            plan.stage.as_ref().map(|s| s.sql(source)),
         );
         let values = Values {
             entity: e,

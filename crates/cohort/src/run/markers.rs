@@ -89,6 +89,7 @@ fn strategy_name(strategy: Strategy) -> &'static str {
         Strategy::SoftDelete => "soft_delete",
         Strategy::Anonymise => "anonymise",
         Strategy::Exempt => "exempt",
+        Strategy::Archive => "archive",
     }
 }
 

@@ -57,12 +57,19 @@ impl StagePlan {
             .and_then(|i| self.strategies.get(i).copied())
     }
 
+    /// Whether this stage acts on the archive table (it follows an archive
+    /// stage, contract SL2).
+    pub(crate) fn on_archive(&self) -> bool {
+        self.previous() == Some(Strategy::Archive)
+    }
+
     /// The stage as `e`'s statements see it.
     pub(crate) fn sql<'a>(&'a self, e: &'a ResolvedEntity) -> StageSql<'a> {
         StageSql {
             age: match self.previous() {
                 Some(Strategy::SoftDelete) => e.deleted_at.as_ref(),
                 Some(Strategy::Anonymise) => e.anonymised_at.as_ref(),
+                Some(Strategy::Archive) => e.archive.as_ref().map(|a| &a.archived_at),
                 _ => None,
             },
             earlier: self.earlier(),
@@ -182,7 +189,14 @@ pub(crate) async fn plan(
         rule.strategy = rule.final_strategy();
         rule.then.clear();
     }
-    check_strategy(e, rule.strategy)?;
+    // Erasure never archives: moving a subject's rows to the archive table
+    // would keep them. It deletes them (and, separately, their archived
+    // copies; contract SL2).
+    if rule.strategy == Strategy::Archive {
+        rule.strategy = Strategy::Purge;
+    } else {
+        check_strategy(e, rule.strategy)?;
+    }
     let applied = rule.effective_period(now);
     Ok(EntityPlan {
         cutoff: applied.cutoff(now),
@@ -248,6 +262,7 @@ fn check_strategy(e: &ResolvedEntity, strategy: Strategy) -> Result<(), Failure>
         Strategy::Purge | Strategy::Exempt => true,
         Strategy::SoftDelete => e.soft_delete.is_some(),
         Strategy::Anonymise => e.anonymised_at.is_some() && !e.anonymise.is_empty(),
+        Strategy::Archive => e.archive.is_some(),
     };
     if !fits {
         return Err(Failure::reason(

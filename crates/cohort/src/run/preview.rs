@@ -105,6 +105,15 @@ impl Engine {
                 }
             };
             for plan in plans {
+                // A stage after an archive stage measures the archive table.
+                let source = e;
+                let e = match (
+                    &e.archive,
+                    plan.stage.as_ref().is_some_and(|s| s.on_archive()),
+                ) {
+                    (Some(archive), true) => &archive.entity,
+                    _ => e,
+                };
                 let mut entry = entry();
                 entry.strategy = Some(plan.rule.strategy);
                 if plan.rule.strategy != Strategy::Exempt {
@@ -118,7 +127,7 @@ impl Engine {
                         &Purpose::Sweep,
                         plan.rule.audit == AuditDetail::PerRow,
                         false,
-                        plan.stage.as_ref().map(|s| s.sql(e)),
+                        plan.stage.as_ref().map(|s| s.sql(source)),
                     );
                     let values = Values {
                         entity: e,

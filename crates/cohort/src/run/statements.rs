@@ -23,11 +23,11 @@ use std::fmt::Write as _;
 use crate::holds::matter_set::{MatterParam, matter_held};
 use crate::ledger::Ledger;
 use crate::model::AnonymiseMethod;
-use crate::model::resolved::{Column, ResolvedEntity};
+use crate::model::resolved::{ARCHIVE_AT, ARCHIVE_BATCH, ARCHIVE_RUN, Column, ResolvedEntity};
 use crate::policy::Strategy;
 use crate::schema::SchemaName;
 use crate::sql::predicates::{active_hold_exists, hold_active_at};
-use crate::sql::{Params, Statement};
+use crate::sql::{Ident, Params, Statement};
 
 /// The values the statements bind, by role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +97,9 @@ pub(crate) enum P {
     StageBefore,
     /// A later stage's legal-minimum cutoff on the anchor (`PgTime`).
     LegalCutoff,
+    /// The archive table's name, unquoted (text), for the archive batch's
+    /// ledger row (contract SL2).
+    ArchiveTable,
 }
 
 /// One stage of a staged rule, as its statements see it (contract SL1).
@@ -225,7 +228,7 @@ impl Parts<'_> {
                 .anonymised_at
                 .as_ref()
                 .map(|c| format!("t.{} IS NOT NULL", c.name)),
-            Strategy::Purge | Strategy::Exempt => None,
+            Strategy::Purge | Strategy::Exempt | Strategy::Archive => None,
         }
     }
 
@@ -286,7 +289,7 @@ impl Parts<'_> {
                 .as_ref()
                 .map(|c| format!(" AND t.{} IS NULL", c.name))
                 .unwrap_or_default(),
-            Strategy::Purge | Strategy::Exempt => String::new(),
+            Strategy::Purge | Strategy::Exempt | Strategy::Archive => String::new(),
         }
     }
 
@@ -420,7 +423,10 @@ impl Parts<'_> {
 
     /// `RETURNING ...` of the mutation: the record id only when it is needed.
     fn returning(&self) -> String {
-        if self.per_row {
+        if self.strategy == Strategy::Archive {
+            // The whole row, for the archive table (`archived`).
+            "RETURNING t.*".to_owned()
+        } else if self.per_row {
             format!(
                 "RETURNING (t.{})::pg_catalog.text AS rid",
                 self.e.record_id.name
@@ -488,6 +494,50 @@ impl Parts<'_> {
         (ctes, select)
     }
 
+    /// For the archive strategy (contract SL2): the mutation CTE's name
+    /// (`d0`, returning whole rows) and the CTEs after it: `d` (each row's
+    /// record id, what the ledger's CTEs read), the batch's number, the copy
+    /// into the archive table, and the batch's ledger row with the count and
+    /// a SHA-256 of the archived rows in their binary form (`record_send`,
+    /// independent of the session's time zone and formats), in record id
+    /// order. Any other strategy: `d` and nothing.
+    fn archived(&self, b: &mut Params<P>) -> (&'static str, String) {
+        let (true, Some(archive)) = (self.strategy == Strategy::Archive, &self.e.archive) else {
+            return ("d", String::new());
+        };
+        let rid = &self.e.record_id.name;
+        let columns: Vec<String> = archive.columns.iter().map(ToString::to_string).collect();
+        let copied: Vec<String> = archive.columns.iter().map(|c| format!("d0.{c}")).collect();
+        let batches = self.schema.table("retention_archive_batches");
+        let summary = b.p(P::Summary);
+        let ctes = format!(
+            ", d AS (SELECT (d0.{rid})::pg_catalog.text AS rid FROM d0), \
+             n AS MATERIALIZED (SELECT COALESCE(pg_catalog.max(x.batch), 0) OPERATOR(pg_catalog.+) 1 AS batch \
+                                FROM {batches} AS x WHERE x.summary_id OPERATOR(pg_catalog.=) {summary}), \
+             a AS (INSERT INTO {table} AS a ({columns}, {run_col}, {batch_col}, {at_col}) \
+                   SELECT {copied}, {run}, (SELECT n.batch FROM n), pg_catalog.statement_timestamp() \
+                   FROM d0 RETURNING a.*), \
+             ab AS (INSERT INTO {batches} (run_id, summary_id, retained_entity_id, batch, archive_table, \
+                                            row_count, checksum, created_at) \
+                    SELECT {run}, {summary}, {entity}, (SELECT n.batch FROM n), {archive_table}, \
+                           pg_catalog.count(*), \
+                           pg_catalog.sha256(pg_catalog.string_agg(pg_catalog.record_send(a), \
+                               '\\x0a'::pg_catalog.bytea ORDER BY a.{rid})), \
+                           pg_catalog.statement_timestamp() \
+                    FROM a HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0)",
+            table = archive.entity.table,
+            columns = columns.join(", "),
+            copied = copied.join(", "),
+            run_col = Ident::known(ARCHIVE_RUN),
+            batch_col = Ident::known(ARCHIVE_BATCH),
+            at_col = Ident::known(ARCHIVE_AT),
+            run = b.p(P::Run),
+            entity = b.p(P::Entity),
+            archive_table = b.p(P::ArchiveTable),
+        );
+        ("d0", ctes)
+    }
+
     /// The `SET` list of an UPDATE strategy; custom columns read `v.n{i}`.
     fn set_list(&self, b: &mut Params<P>) -> String {
         let e = self.e;
@@ -523,7 +573,7 @@ impl Parts<'_> {
                     sets.push(format!("{} = pg_catalog.statement_timestamp()", at.name));
                 }
             }
-            Strategy::Purge | Strategy::Exempt => {}
+            Strategy::Purge | Strategy::Exempt | Strategy::Archive => {}
         }
         sets.join(", ")
     }
@@ -627,13 +677,17 @@ impl Parts<'_> {
         let held = self.held_filtered(&mut b);
         let fresh = self.fresh(&mut b);
         let mutation = match self.strategy {
-            Strategy::Purge | Strategy::Exempt => format!("DELETE FROM {table} AS t"),
+            Strategy::Purge | Strategy::Exempt | Strategy::Archive => {
+                format!("DELETE FROM {table} AS t")
+            }
             Strategy::SoftDelete | Strategy::Anonymise => {
                 format!("UPDATE {table} AS t SET {}", self.set_list(&mut b))
             }
         };
         let returning = self.returning();
+        let (d, archived) = self.archived(&mut b);
         let (ledger, select) = self.ledger(&mut b);
+        let ledger = format!("{archived}{ledger}");
         // The upper bound stays a plain index condition: on the last batch
         // there is no upper key, and (infinity, NULL) admits every row below
         // the cutoff (the comparison is decided by the anchor alone).
@@ -645,7 +699,7 @@ impl Parts<'_> {
              hi AS MATERIALIZED ( \
                SELECT t.{anchor} AS a, t.{rid} AS k FROM {table} AS t WHERE {eligible}{lo}{uncovered} \
                AND (SELECT g.fresh FROM g) {order} OFFSET {offset} LIMIT 1), \
-             d AS ({mutation} WHERE {eligible}{lo} \
+             {d} AS ({mutation} WHERE {eligible}{lo} \
                AND (t.{anchor}, t.{rid}) <= (COALESCE((SELECT hi.a FROM hi), 'infinity'::pg_catalog.timestamptz), \
                                               (SELECT hi.k FROM hi)) \
                AND (SELECT g.fresh FROM g) \
@@ -735,7 +789,7 @@ impl Parts<'_> {
         let recheck = format!("{} AND NOT {}", self.eligible(&mut b), self.held(&mut b));
         let found = "t.tableoid = v.o AND t.ctid = v.c";
         let mutation = match self.strategy {
-            Strategy::Purge | Strategy::Exempt => {
+            Strategy::Purge | Strategy::Exempt | Strategy::Archive => {
                 format!("DELETE FROM {table} AS t USING v WHERE {found} AND {recheck}")
             }
             Strategy::SoftDelete | Strategy::Anonymise => format!(
@@ -744,10 +798,11 @@ impl Parts<'_> {
             ),
         };
         let returning = self.returning();
+        let (d, archived) = self.archived(&mut b);
         let (ledger, select) = self.ledger(&mut b);
         let text = format!(
             "WITH v AS (SELECT * FROM ROWS FROM ({unnest}) AS v({names})), \
-             d AS ({mutation} {returning}){ledger} SELECT {select}",
+             {d} AS ({mutation} {returning}){archived}{ledger} SELECT {select}",
             unnest = unnest.join(", "),
             names = names.join(", "),
         );

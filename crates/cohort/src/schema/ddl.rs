@@ -251,6 +251,14 @@ pub(super) fn up_sql(schema: &SchemaName, info: &MigrationInfo) -> String {
             Change::ReplaceFunction { function } => {
                 create_function(&mut out, schema, function);
             }
+            Change::ReplaceCheck { name, expression } => {
+                let _ = writeln!(
+                    out,
+                    "ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name};\n\
+                     ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({expression});\n",
+                    name = q(name),
+                );
+            }
             Change::PartialUniqueIndex {
                 name,
                 columns,
@@ -273,9 +281,13 @@ pub(super) fn up_sql(schema: &SchemaName, info: &MigrationInfo) -> String {
 /// migration that creates tables has none (dropping them would drop the
 /// ledger and the holds).
 pub(super) fn down_sql(schema: &SchemaName, info: &MigrationInfo) -> Option<String> {
-    let drops_not_null = ALTERATIONS
-        .iter()
-        .any(|a| a.since == info.version && matches!(a.change, Change::DropNotNull { .. }));
+    let drops_not_null = ALTERATIONS.iter().any(|a| {
+        a.since == info.version
+            && matches!(
+                a.change,
+                Change::DropNotNull { .. } | Change::ReplaceCheck { .. }
+            )
+    });
     if TABLES.iter().any(|t| t.since == info.version) || info.version <= 1 || drops_not_null {
         return None;
     }

@@ -10,7 +10,7 @@ pub use crate::error::readiness::MigrationId;
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 9] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 10] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -65,11 +65,17 @@ pub(super) const MIGRATIONS: [MigrationInfo; 9] = [
         summary: "the record of subject access exports (who asked, when, counts per type, the subject only as a keyed hash); an erasure names the erasure it replays",
         data_step: None,
     },
+    MigrationInfo {
+        version: 10,
+        name: "cohort_archive",
+        summary: "the archive strategy: the ledger accepts Archive, and each archive batch's count and checksum are recorded",
+        data_step: None,
+    },
 ];
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {

@@ -31,7 +31,7 @@ use crate::sql::Ident;
 /// 1, the registry of retained types (migration 5), the worker's lease
 /// (migration 7), matter holds and their evidence (migration 8), subject
 /// access exports (migration 9).
-pub const TABLES: [&str; 10] = [
+pub const TABLES: [&str; 11] = [
     "sweep_run",
     "sweep_run_entity_summary",
     "sweep_run_row_detail",
@@ -42,6 +42,7 @@ pub const TABLES: [&str; 10] = [
     "retention_matters",
     "retention_matter_events",
     "retention_subject_access",
+    "retention_archive_batches",
 ];
 
 pub use crate::sql::SchemaName;

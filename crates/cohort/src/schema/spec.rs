@@ -334,6 +334,11 @@ pub(super) const MATTERS: i64 = 8;
 /// SA1) and marks an erasure that replays another (SA2).
 pub(super) const SUBJECT_ACCESS: i64 = 9;
 
+/// The migration that adds the archive strategy (contract SL2): the
+/// ledger's strategy and action checks accept `Archive`, and each archive
+/// batch's count and checksum are recorded.
+pub(super) const ARCHIVE: i64 = 10;
+
 /// The matters' fence trigger function (see [`super::matters`]).
 pub(super) const MATTER_FENCE_FUNCTION: FunctionSpec = FunctionSpec {
     name: "retention_matters_fence",
@@ -365,7 +370,7 @@ pub(super) const RUN_CHAIN_FUNCTION_SUBJECT: FunctionSpec = FunctionSpec {
 };
 
 /// Cohort's tables, in creation order (foreign keys point backwards).
-pub(super) const TABLES: [TableSpec; 10] = [
+pub(super) const TABLES: [TableSpec; 11] = [
     TableSpec {
         name: "sweep_run",
         since: 1,
@@ -849,6 +854,37 @@ pub(super) const TABLES: [TableSpec; 10] = [
         )],
         triggers: &[],
     },
+    TableSpec {
+        name: "retention_archive_batches",
+        since: ARCHIVE,
+        // One row per committed archive batch (contract SL2), written by
+        // the batch's own statement: how many rows it copied into which
+        // archive table, and a SHA-256 of those rows in their binary form,
+        // so the archive can be checked against the ledger. Append-only.
+        columns: &[
+            identity("archive_batch_id"),
+            col("run_id", Uuid, true),
+            col("summary_id", Bigint, true),
+            col("retained_entity_id", Uuid, true),
+            col("batch", Bigint, true),
+            col("archive_table", Text, true),
+            col("row_count", Bigint, true),
+            col("checksum", Bytea, true),
+            col("created_at", Timestamptz, true),
+        ],
+        primary_key: key("retention_archive_batches_pkey", &["archive_batch_id"]),
+        unique: &[key(
+            "retention_archive_batches_key",
+            &["summary_id", "batch"],
+        )],
+        foreign_keys: &[fk_to_run("retention_archive_batches_run_fkey")],
+        checks: &[check(
+            "retention_archive_batches_count_check",
+            r#""row_count" > 0"#,
+        )],
+        indexes: &[],
+        triggers: &[],
+    },
 ];
 
 /// The table whose comment records the installed schema version.
@@ -880,6 +916,15 @@ pub(super) enum Change {
     /// migration created gets a new body (same name); readiness then
     /// expects the new one.
     ReplaceFunction { function: &'static FunctionSpec },
+    /// A check constraint an earlier migration created gets a new
+    /// expression (same name): dropped and added again. A migration that
+    /// makes one has no `down` (an older check may refuse rows written
+    /// since).
+    ReplaceCheck {
+        name: &'static str,
+        /// The expression, with quoted column names.
+        expression: &'static str,
+    },
 }
 
 /// One change to an existing table, tagged with its migration.
@@ -891,7 +936,7 @@ pub(super) struct AlterationSpec {
 }
 
 /// Every change later migrations make to earlier tables, in order.
-pub(super) const ALTERATIONS: [AlterationSpec; 5] = [
+pub(super) const ALTERATIONS: [AlterationSpec; 7] = [
     // Migration 3 (row handlers): a row whose before-hook failed is
     // dead-lettered without a row detail (it was not changed).
     AlterationSpec {
@@ -935,6 +980,23 @@ pub(super) const ALTERATIONS: [AlterationSpec; 5] = [
         table: "sweep_run",
         change: Change::ReplaceFunction {
             function: &RUN_CHAIN_FUNCTION_SUBJECT,
+        },
+    },
+    // Migration 10: the archive strategy in the ledger (contract SL2).
+    AlterationSpec {
+        since: ARCHIVE,
+        table: "sweep_run_entity_summary",
+        change: Change::ReplaceCheck {
+            name: "sweep_run_entity_summary_strategy_check",
+            expression: r#""strategy" IN ('Purge', 'SoftDelete', 'Anonymise', 'Exempt', 'Unresolved', 'Archive')"#,
+        },
+    },
+    AlterationSpec {
+        since: ARCHIVE,
+        table: "sweep_run_row_detail",
+        change: Change::ReplaceCheck {
+            name: "sweep_run_row_detail_action_check",
+            expression: r#""action" IN ('Purge', 'SoftDelete', 'Anonymise', 'Archive')"#,
         },
     },
 ];

@@ -22,6 +22,7 @@
 //! The catalog is read through [`crate::catalog`], a handful of queries for
 //! all types together.
 
+pub(crate) mod archive;
 mod cascade;
 mod columns;
 pub(crate) mod connection;
@@ -275,6 +276,7 @@ pub(crate) async fn validate(
                 // Other schemes (list, hash, range on another column or on
                 // several) are swept row by row.
                 range_on_anchor: range_anchor.is_some(),
+                archive: None,
             };
             let attnum = |name: &str| table.column(name).map(|c| c.attnum).unwrap_or(0);
             let speed_columns = speed::Columns {
@@ -325,6 +327,24 @@ pub(crate) async fn validate(
     {
         guards::check(conn, &schema, &guarded, &mut problems).await?;
     }
+    // SL2: the archive tables of the types that may archive.
+    let archiving: Vec<archive::Archiving<'_>> = entities
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, e))| e.capabilities.archive_schema().is_some())
+        .filter_map(|(index, (oid, e))| {
+            let c = candidates
+                .iter()
+                .find(|c| std::ptr::eq(c.target.descriptor, e.descriptor))?;
+            Some(archive::Archiving {
+                index,
+                entity: e,
+                source: c.table.filter(|t| t.oid == *oid)?,
+                target: &c.target,
+            })
+        })
+        .collect();
+    let archives = archive::check(conn, archiving, &mut problems).await?;
     if !problems.is_empty() {
         return Err(Error::Validation(problems.into_report()));
     }
@@ -333,6 +353,11 @@ pub(crate) async fn validate(
     let fences = crate::sql::txn::fence_keys(conn, &reg.options.schema, &ids).await?;
     for ((_, e), fence) in entities.iter_mut().zip(fences) {
         e.fence = fence;
+    }
+    for found in archives {
+        if let Some((_, e)) = entities.get_mut(found.index) {
+            archive::attach(e, found);
+        }
     }
     let oids: Vec<u32> = entities.iter().map(|(oid, _)| *oid).collect();
     let mut slots: Vec<Option<ResolvedEntity>> =

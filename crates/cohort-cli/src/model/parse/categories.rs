@@ -23,6 +23,7 @@ const RULE_KEYS: &[&str] = &[
     "reason",
     "override",
     "stage",
+    "archive",
 ];
 const STAGE_KEYS: &[&str] = &["strategy", "period"];
 const OVERRIDE_KEYS: &[&str] = &[
@@ -75,7 +76,7 @@ impl Parser<'_> {
                     &text.span,
                     &join(path, name),
                     format!(
-                        "unknown strategy {:?}; use purge, soft-delete, anonymise or exempt",
+                        "unknown strategy {:?}; use purge, soft-delete, anonymise, archive or exempt",
                         text.value
                     ),
                 );
@@ -159,7 +160,7 @@ pub(super) fn category_rules(
                             None => p.error(
                                 &s.span,
                                 &k,
-                                format!("unknown strategy {:?}; use purge, soft-delete, anonymise or exempt", s.value),
+                                format!("unknown strategy {:?}; use purge, soft-delete, anonymise, archive or exempt", s.value),
                             ),
                         }
                     }
@@ -248,6 +249,7 @@ pub(super) fn category_rules(
             reason,
             then: Vec::new(),
         },
+        archive: archive_schema(p, t, path, &capabilities),
         capabilities,
         overrides: overrides.into_iter().map(|(o, _)| o).collect(),
     })
@@ -391,9 +393,40 @@ fn staged_rules(
             reason,
             then: rule.then,
         },
+        archive: archive_schema(p, t, path, &capabilities),
         capabilities,
         overrides,
     })
+}
+
+/// `archive = "<schema>"`: where the category's archive tables are; needed
+/// exactly when it may archive.
+fn archive_schema(
+    p: &mut Parser<'_>,
+    t: &DeTable<'_>,
+    path: &str,
+    capabilities: &[Strategy],
+) -> Option<String> {
+    let archive = p.opt_string(t, path, "archive");
+    let archives = capabilities.contains(&Strategy::Archive);
+    match (&archive, archives) {
+        (None, true) => {
+            if let Some(v) = get(t, "strategy").or_else(|| get(t, "stage")) {
+                p.error(
+                    &v.span(),
+                    &join(path, "archive"),
+                    "the category may archive: name the schema of its archive tables (archive = \"archive\")",
+                );
+            }
+        }
+        (Some(a), false) => p.error(
+            &a.span,
+            &join(path, "archive"),
+            "archive names the archive tables' schema, but no strategy of the category archives",
+        ),
+        _ => {}
+    }
+    archive.map(|a| a.value)
 }
 
 fn override_of(
@@ -468,6 +501,7 @@ pub(super) fn parse_strategy(text: &str) -> Option<Strategy> {
         "softdelete" => Some(Strategy::SoftDelete),
         "anonymise" | "anonymize" => Some(Strategy::Anonymise),
         "exempt" => Some(Strategy::Exempt),
+        "archive" => Some(Strategy::Archive),
         _ => None,
     }
 }

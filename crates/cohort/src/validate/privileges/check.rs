@@ -53,7 +53,12 @@ pub(in crate::validate) async fn check(
         }
     }
     if let Ok(schema) = SchemaName::new(&options.schema) {
-        for need in cohort_needs(&schema, row_handlers) {
+        let archives = candidates.iter().any(|c| {
+            c.capabilities
+                .as_ref()
+                .is_some_and(|caps| caps.archive_schema().is_some())
+        });
+        for need in cohort_needs(&schema, row_handlers, archives) {
             if let Object::Schema(s) = &need.object {
                 if schemas_seen.contains(s) {
                     continue;

@@ -256,6 +256,7 @@ pub fn role_grants(
     };
     let registered = registry::register(&reg, &mut problems);
     let mut needs = Vec::new();
+    let mut archives = false;
     for target in registered.targets {
         let resolved = roles::resolve(&target, &options.conventions, &mut problems);
         let capabilities = provider.capabilities(target.category);
@@ -263,6 +264,7 @@ pub fn role_grants(
             target.problem(&mut problems, None, issue);
         }
         if let Some(caps) = &capabilities {
+            archives |= caps.archive_schema().is_some();
             let captured = captures(&target, (roles.row_handlers, roles.captured.as_deref()));
             needs.extend(type_needs(&target, &resolved, caps, captured));
         }
@@ -285,7 +287,7 @@ pub fn role_grants(
         }
     }
     // Cohort's schema first, then the retained tables, then Cohort's tables.
-    let mut all = cohort_needs(&schema, roles.row_handlers);
+    let mut all = cohort_needs(&schema, roles.row_handlers, archives);
     let cohort_tables = all.split_off(1);
     all.extend(needs);
     all.extend(cohort_tables);

@@ -287,6 +287,51 @@ pub(super) fn type_needs(
             "the category may resolve to Purge, which deletes rows",
         ));
     }
+    if caps.allows(Strategy::Archive) {
+        needs.push(Need::table(
+            table,
+            Privilege::Select,
+            "the archive strategy copies the whole row into the archive table",
+        ));
+        if !caps.allows(Strategy::Purge) {
+            needs.push(Need::table(
+                table,
+                Privilege::Delete,
+                "the archive strategy deletes each row it archived",
+            ));
+        }
+        if let Some(schema) = caps.archive_schema().and_then(ident) {
+            let archive = crate::validate::archive::archive_table(table, &schema);
+            needs.push(Need::schema(
+                schema,
+                "the archive tables are in this schema",
+            ));
+            for (privilege, why) in [
+                (
+                    Privilege::Select,
+                    "an archive batch returns what it copied; a purge stage after it reads the archive",
+                ),
+                (
+                    Privilege::Insert,
+                    "the archive strategy copies rows into the archive table",
+                ),
+                (
+                    Privilege::Delete,
+                    "a purge stage after the archive stage, and erasure, delete from the archive",
+                ),
+            ] {
+                needs.push(Need::table(&archive, privilege, why));
+            }
+            // Erasure and the locked path lock the archive's rows too.
+            if let Some(c) = roles.anchor.and_then(|f| ident(f.column)) {
+                needs.push(Need {
+                    object: Object::AnyColumn(archive, c),
+                    privilege: Privilege::Update,
+                    why: ROW_LOCKS.to_owned(),
+                });
+            }
+        }
+    }
     if updates == 0
         && let Some(c) = roles.anchor.and_then(|f| ident(f.column))
     {
@@ -585,15 +630,37 @@ pub(super) const HANDLER_TABLES: [CohortTable; 2] = [
     },
 ];
 
+/// What the archive strategy adds on Cohort's tables, when a type of the
+/// model may archive (contract SL2).
+pub(super) const ARCHIVE_TABLES: [CohortTable; 1] = [CohortTable {
+    name: "retention_archive_batches",
+    // Each archive batch numbers itself after the summary's last one.
+    select: Columns::Only(&["summary_id", "batch"]),
+    insert: Columns::Only(&[
+        "run_id",
+        "summary_id",
+        "retained_entity_id",
+        "batch",
+        "archive_table",
+        "row_count",
+        "checksum",
+        "created_at",
+    ]),
+    update: Columns::None,
+    delete: false,
+    why: "each archive batch records its count and checksum (contract SL2)",
+}];
+
 /// What the engine needs on Cohort's own tables in `schema` (with row
-/// handlers registered, what they add).
-pub(super) fn cohort_needs(schema: &SchemaName, row_handlers: bool) -> Vec<Need> {
+/// handlers registered, and with archiving types, what they add).
+pub(super) fn cohort_needs(schema: &SchemaName, row_handlers: bool, archives: bool) -> Vec<Need> {
     let mut needs = vec![Need::schema(
         schema.ident().clone(),
         "Cohort's tables are in this schema",
     )];
     let extra: &[CohortTable] = if row_handlers { &HANDLER_TABLES } else { &[] };
-    for t in COHORT_TABLES.iter().chain(extra) {
+    let archive: &[CohortTable] = if archives { &ARCHIVE_TABLES } else { &[] };
+    for t in COHORT_TABLES.iter().chain(extra).chain(archive) {
         let table = schema.table(t.name);
         for (privilege, columns) in [
             (Privilege::Select, t.select),
@@ -627,7 +694,11 @@ mod tests {
 
     #[test]
     fn every_cohort_table_in_the_needs_is_one_of_the_five() {
-        for t in COHORT_TABLES.iter().chain(&HANDLER_TABLES) {
+        for t in COHORT_TABLES
+            .iter()
+            .chain(&HANDLER_TABLES)
+            .chain(&ARCHIVE_TABLES)
+        {
             assert!(crate::schema::TABLES.contains(&t.name), "{}", t.name);
         }
     }

@@ -94,7 +94,8 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 id(6, "cohort_erasure_subject"),
                 id(7, "cohort_leases"),
                 id(8, "cohort_matters"),
-                id(9, "cohort_subject_access")
+                id(9, "cohort_subject_access"),
+                id(10, "cohort_archive")
             ]
         );
 
@@ -112,7 +113,11 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .fetch_all(db.pool())
                 .await
                 .expect("history");
-        assert_eq!(applied, vec![1, 2, 3, 4, 5, 6, 7, 8, 9], "schema {name:?}");
+        assert_eq!(
+            applied,
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            "schema {name:?}"
+        );
     }
 }
 
@@ -123,7 +128,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 12);
+    assert_eq!(written.len(), 13);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -230,7 +235,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 9);
+    assert_eq!(at_1.required_version, 10);
     let missing = vec![
         id(2, "cohort_entity_fence"),
         id(3, "cohort_row_handlers"),
@@ -240,6 +245,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         id(7, "cohort_leases"),
         id(8, "cohort_matters"),
         id(9, "cohort_subject_access"),
+        id(10, "cohort_archive"),
     ];
     assert_eq!(at_1.missing_migrations, missing);
     // The missing migrations are the one problem: what they add is not listed again.
@@ -247,17 +253,17 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 9,
+            required: 10,
             missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 9: apply migration(s) \
+            "Cohort's schema is at version 1, this library needs 10: apply migration(s) \
              2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain), \
              5 (cohort_entity_registry), 6 (cohort_erasure_subject), 7 (cohort_leases), \
-             8 (cohort_matters), 9 (cohort_subject_access)"
+             8 (cohort_matters), 9 (cohort_subject_access), 10 (cohort_archive)"
         ),
         "{at_1}"
     );
@@ -490,7 +496,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 9,
+                required: 10,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
@@ -500,7 +506,8 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
                     id(6, "cohort_erasure_subject"),
                     id(7, "cohort_leases"),
                     id(8, "cohort_matters"),
-                    id(9, "cohort_subject_access")
+                    id(9, "cohort_subject_access"),
+                    id(10, "cohort_archive")
                 ],
             },
             ReadinessProblem::MissingColumn {
@@ -546,15 +553,18 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
             ReadinessProblem::MissingTable {
                 table: "retention_subject_access"
             },
+            ReadinessProblem::MissingTable {
+                table: "retention_archive_batches"
+            },
         ],
         "{report}"
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 9): \
+            "no Cohort schema version is recorded on sweep_run (this library needs 10): \
                  apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
                  4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject), \
-                 7 (cohort_leases), 8 (cohort_matters), 9 (cohort_subject_access)"
+                 7 (cohort_leases), 8 (cohort_matters), 9 (cohort_subject_access), 10 (cohort_archive)"
         ),
         "{report}"
     );
@@ -602,7 +612,8 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
             id(6, "cohort_erasure_subject"),
             id(7, "cohort_leases"),
             id(8, "cohort_matters"),
-            id(9, "cohort_subject_access")
+            id(9, "cohort_subject_access"),
+            id(10, "cohort_archive")
         ]
     );
     let triggers: i64 = sqlx::query_scalar(
@@ -639,7 +650,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 12] = [
+    let expected: [(i64, MigrationType, &str); 13] = [
         (
             1,
             MigrationType::Simple,
@@ -699,6 +710,11 @@ fn published_migrations_never_change() {
             9,
             MigrationType::Simple,
             "a358b9744e7271e1d87253ea44790ae29543c83a49318f4895f8dffe6830dae7d5ebb207ef6de79053ba6eed16253aa5",
+        ),
+        (
+            10,
+            MigrationType::Simple,
+            "5a4885dee52a02e0b660e17ed386f7159d44a6e5537f7c67a2b4779d4f5d99973c48b7e81a5167fcf86610274ef491fa",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())

@@ -1,6 +1,7 @@
 //! How runs execute (contract X), strategies (S) and rules (P).
 
 mod anchors;
+mod archive;
 mod backlog;
 mod batches;
 mod engine;
