@@ -67,8 +67,8 @@ pub(crate) fn archive_sql(
          ALTER TABLE {archive}\n    \
          ADD COLUMN IF NOT EXISTS {run} uuid NOT NULL,\n    \
          ADD COLUMN IF NOT EXISTS {batch} bigint NOT NULL,\n    \
-         ADD COLUMN IF NOT EXISTS {at} timestamptz NOT NULL,\n    \
-         ADD CONSTRAINT {key} UNIQUE ({record_id});",
+         ADD COLUMN IF NOT EXISTS {at} timestamptz NOT NULL;\n\
+         CREATE UNIQUE INDEX IF NOT EXISTS {key} ON {archive} ({record_id});",
         run = Ident::known(ARCHIVE_RUN),
         batch = Ident::known(ARCHIVE_BATCH),
         at = Ident::known(ARCHIVE_AT),
