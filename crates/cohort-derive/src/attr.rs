@@ -47,6 +47,8 @@ pub(crate) const CONTAINER_KEYS: &[&str] = &[
     "tenantless",
     "exempt",
     "guard",
+    "category_from",
+    "category_map",
 ];
 
 /// The keys allowed on a field, in the order their problems are reported.
@@ -473,6 +475,53 @@ fn not_a_path(key: &str) -> Error {
     ))
 }
 
+/// `category_map("value" = "category", ...)` (contract SL3): each value of
+/// the category column with its category, in order.
+#[derive(Clone, Debug)]
+pub(crate) struct CategoryMap(pub(crate) Vec<(LitStr, LitStr)>);
+
+/// How `category_map` is written.
+const CATEGORY_MAP_FORM: &str =
+    "write `category_map(\"value\" = \"category\", ...)`, a string for each value of the column";
+
+impl KeyValue for CategoryMap {
+    fn parse(key: &str, meta: &Meta) -> darling::Result<Self> {
+        let Meta::List(list) = meta else {
+            return Err(
+                Error::custom(format!("`{key}` takes a list: {CATEGORY_MAP_FORM}"))
+                    .with_span(meta.path()),
+            );
+        };
+        let pairs = list
+            .parse_args_with(|input: syn::parse::ParseStream<'_>| {
+                let mut pairs = Vec::new();
+                while !input.is_empty() {
+                    let value: LitStr = input.parse()?;
+                    input.parse::<syn::Token![=]>()?;
+                    let category: LitStr = input.parse()?;
+                    pairs.push((value, category));
+                    if input.is_empty() {
+                        break;
+                    }
+                    input.parse::<syn::Token![,]>()?;
+                }
+                Ok(pairs)
+            })
+            .map_err(|e| error_at(e.span(), format!("`{key}`: {e}; {CATEGORY_MAP_FORM}")))?;
+        if pairs.is_empty() {
+            return Err(error_at(
+                list.delimiter.span().join(),
+                format!("`{key}` maps no value: {CATEGORY_MAP_FORM}"),
+            ));
+        }
+        Ok(CategoryMap(pairs))
+    }
+
+    fn parse_invalid(key: &str, tokens: &TokenStream) -> darling::Result<Self> {
+        Err(Error::custom(format!("`{key}` takes a list: {CATEGORY_MAP_FORM}")).with_span(tokens))
+    }
+}
+
 /// The struct's keys as darling collects them.
 #[derive(FromDeriveInput)]
 #[darling(attributes(cohort))]
@@ -493,6 +542,10 @@ struct ContainerInput {
     exempt: Vec<Key<LitStr>>,
     #[darling(multiple)]
     guard: Vec<Key<Flag>>,
+    #[darling(multiple)]
+    category_from: Vec<Key<LitStr>>,
+    #[darling(multiple)]
+    category_map: Vec<Key<CategoryMap>>,
     #[darling(flatten)]
     unknown: UnknownKeys<OnStruct>,
 }
@@ -520,6 +573,10 @@ pub(crate) struct ContainerAttrs {
     pub(crate) exempt: Setting<LitStr>,
     /// `guard`.
     pub(crate) guard: Setting<Flag>,
+    /// `category_from = "field"` (contract SL3).
+    pub(crate) category_from: Setting<LitStr>,
+    /// `category_map(...)`.
+    pub(crate) category_map: Setting<CategoryMap>,
 }
 
 /// Parses every `#[cohort(...)]` attribute of the struct. Other attributes
@@ -549,6 +606,8 @@ pub(crate) fn parse_container_attrs(
         tenantless: settle(parsed.tenantless, errors),
         exempt: settle(parsed.exempt, errors),
         guard: settle(parsed.guard, errors),
+        category_from: settle(parsed.category_from, errors),
+        category_map: settle(parsed.category_map, errors),
     }
 }
 
@@ -793,7 +852,7 @@ mod tests {
             errors,
             vec![
                 "unknown `cohort` attribute key `colour`; expected one of: category, anchor, id, \
-                 table, schema, tenantless, exempt, guard",
+                 table, schema, tenantless, exempt, guard, category_from, category_map",
                 "`record_id` is not allowed here; it belongs on a field",
                 "duplicate `category`: it may be given once",
                 "`anchor` takes a string literal: write `anchor = \"...\"`",

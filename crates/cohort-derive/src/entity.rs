@@ -104,6 +104,19 @@ pub(crate) struct Entity {
     pub(crate) erasure_subjects: Vec<String>,
     /// `Some(fields marked guard_allow)` for a `guard`ed type.
     pub(crate) guard: Option<Vec<String>>,
+    /// `category_from` (contract SL3): the field, the map, and the default
+    /// category (`category`, when given).
+    pub(crate) category_from: Option<CategoryFromSpec>,
+}
+
+/// A category from a column (mirrors `cohort::model::CategoryFrom`).
+pub(crate) struct CategoryFromSpec {
+    /// The field whose column holds each row's class.
+    pub(crate) field: String,
+    /// Each value with its category, in order.
+    pub(crate) map: Vec<(String, String)>,
+    /// The category of unmapped values, if any.
+    pub(crate) default: Option<String>,
 }
 
 impl Entity {
@@ -187,6 +200,7 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> darling::Result<Entity> {
         );
     }
     let guard = container.guard.given.is_some().then_some(guard_allow);
+    let category_from = category_from(input, &container, &fields, &mut errors);
 
     let type_name = input.ident.unraw().to_string();
     let table = match &container.table.given {
@@ -230,6 +244,79 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> darling::Result<Entity> {
         anonymise,
         erasure_subjects,
         guard,
+        category_from,
+    })
+}
+
+/// `category_from = "field"` with `category_map(...)` (contract SL3): the
+/// field must exist, the map must be given with it (and only with it), map
+/// each value once, to a non-empty category.
+fn category_from(
+    input: &DeriveInput,
+    container: &ContainerAttrs,
+    fields: &[Field],
+    errors: &mut Accumulator,
+) -> Option<CategoryFromSpec> {
+    let map = container.category_map.given.as_ref();
+    let Some(from) = &container.category_from.given else {
+        if let Some(map) = map {
+            errors.push(
+                Error::custom(
+                    "`category_map` maps a column's values to categories: add `category_from = \"field\"` \
+                     naming the field whose column holds them",
+                )
+                .with_span(&map.path),
+            );
+        }
+        return None;
+    };
+    let field = from.value.value();
+    if !fields.iter().any(|f| f.name == field) {
+        let known: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        errors.push(
+            Error::custom(format!(
+                "`category_from` must name a field of `{}`, but there is no field `{}` (fields: {})",
+                input.ident,
+                field.escape_default(),
+                known.join(", ")
+            ))
+            .with_span(&from.value),
+        );
+    }
+    let Some(map) = map else {
+        if !container.category_map.written {
+            errors.push(
+                Error::custom(
+                    "`category_from` needs `category_map(\"value\" = \"category\", ...)`: which \
+                     category each value of the column is",
+                )
+                .with_span(&from.path),
+            );
+        }
+        return None;
+    };
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for (value, category) in &map.value.0 {
+        let (v, c) = (value.value(), category.value());
+        if pairs.iter().any(|(seen, _)| *seen == v) {
+            errors.push(
+                Error::custom(format!("`category_map` maps value {v:?} twice")).with_span(value),
+            );
+        }
+        if c.trim().is_empty() {
+            errors.push(
+                Error::custom(format!(
+                    "`category_map` maps value {v:?} to an empty category"
+                ))
+                .with_span(category),
+            );
+        }
+        pairs.push((v, c));
+    }
+    Some(CategoryFromSpec {
+        field,
+        map: pairs,
+        default: container.category.given.as_ref().map(|c| c.value.value()),
     })
 }
 
@@ -355,12 +442,29 @@ fn membership(
         return None;
     }
     let (category, anchor) = (&container.category, &container.anchor);
-    match (&category.given, &anchor.given) {
+    // With `category_from`, `category` is the optional default: without it
+    // the type's category is its map's first (contract SL3).
+    let mapped = container
+        .category_from
+        .given
+        .as_ref()
+        .and(container.category_map.given.as_ref())
+        .and_then(|map| map.value.0.first())
+        .map(|(_, category)| category.clone());
+    let category_given = category.given.as_ref().map(|c| c.value.clone()).or(mapped);
+    // Where a missing anchor is reported: the `category` key, else
+    // `category_from`.
+    let category_path = category
+        .given
+        .as_ref()
+        .or(container.category_from.given.as_ref())
+        .map(|c| c.path.clone());
+    let category_written = category.written || container.category_from.written;
+    match (&category_given, &anchor.given) {
         (Some(category), Some(anchor)) => {
-            let category_name = category.value.value();
+            let category_name = category.value();
             if category_name.trim().is_empty() {
-                errors
-                    .push(Error::custom("`category` must not be empty").with_span(&category.value));
+                errors.push(Error::custom("`category` must not be empty").with_span(category));
             }
             let anchor_name = anchor.value.value();
             if !fields.iter().any(|f| f.name == anchor_name) {
@@ -385,16 +489,17 @@ fn membership(
                 anchor: anchor_name,
             })
         }
-        _ if category.written && anchor.written => None,
-        (None, None) if category.written || anchor.written => None,
+        _ if category_written && anchor.written => None,
+        (None, None) if category_written || anchor.written => None,
         (Some(category), None) => {
-            errors.push(
-                Error::custom(
-                    "a retained type needs `anchor = \"field\"` next to `category`: the field \
-                     whose timestamp ages the row",
-                )
-                .with_span(&category.path),
+            let error = Error::custom(
+                "a retained type needs `anchor = \"field\"` next to `category`: the field \
+                 whose timestamp ages the row",
             );
+            errors.push(match &category_path {
+                Some(path) => error.with_span(path),
+                None => error.with_span(category),
+            });
             None
         }
         (None, Some(anchor)) => {

@@ -129,6 +129,25 @@ pub(crate) fn expand(entity: &Entity) -> TokenStream {
         Some(allow) => quote!(::cohort::__private::guarded(#descriptor, &[#(#allow),*])),
         None => descriptor,
     };
+    // A type whose rows take their category from a column (contract SL3).
+    let descriptor = match &entity.category_from {
+        Some(from) => {
+            let field = &from.field;
+            let values = from.map.iter().map(|(v, _)| v);
+            let categories = from.map.iter().map(|(_, c)| c);
+            let default = match &from.default {
+                Some(d) => quote!(::core::option::Option::Some(#d)),
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(::cohort::__private::category_from(
+                #descriptor,
+                #field,
+                &[#((#values, #categories)),*],
+                #default,
+            ))
+        }
+        None => descriptor,
+    };
 
     quote! {
         #[automatically_derived]

@@ -64,8 +64,8 @@ pub mod __private {
     //! public, checked `cohort::model::EntityDescriptor::builder` instead.
     pub use crate::model::descriptor::{
         anonymise_custom, anonymise_empty_string, anonymise_literal, anonymise_named,
-        anonymise_null, anonymised_field, entity_descriptor, exempt, field_descriptor, guarded,
-        markers, retained,
+        anonymise_null, anonymised_field, category_from, entity_descriptor, exempt,
+        field_descriptor, guarded, markers, retained,
     };
     pub use uuid::Uuid;
 }

@@ -11,8 +11,10 @@
 //! (how a column compares with a value given as text), [`indexes`]
 //! (primary keys and unique indexes), [`inheritance`] (`pg_inherits`),
 //! [`foreign_keys`] (the foreign-key graph between partition roots) and
-//! [`privileges`] (what the session's role may do, and row-level security).
+//! [`privileges`] (what the session's role may do, and row-level security),
+//! [`bounds`] (which values a column can hold: enum labels, a `CHECK` list).
 
+mod bounds;
 mod equality;
 mod foreign_keys;
 mod indexes;
@@ -21,6 +23,7 @@ mod privileges;
 mod tables;
 mod types;
 
+pub(crate) use bounds::{Bounds, bounds};
 pub(crate) use equality::equalities;
 pub(crate) use foreign_keys::{ForeignKey, OnDelete, foreign_keys};
 pub(crate) use indexes::{CatalogIndex, indexes};

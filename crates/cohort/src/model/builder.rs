@@ -105,6 +105,8 @@ pub enum FieldRole {
     ErasureSubject,
     /// A field a guarded type's held rows may change (`guard_allow`).
     GuardAllow,
+    /// The field each row's category comes from (`category_from`).
+    CategoryFrom,
 }
 
 impl FieldRole {
@@ -130,6 +132,7 @@ impl FieldRole {
             FieldRole::Anonymised => "anonymise",
             FieldRole::ErasureSubject => "erasure_subject",
             FieldRole::GuardAllow => "guard_allow",
+            FieldRole::CategoryFrom => "category_from",
         }
     }
 }
@@ -268,6 +271,12 @@ pub enum DescriptorProblem {
         /// The field.
         field: String,
     },
+    /// A category map (`category_from`, contract SL3) that is empty, maps a
+    /// value twice or to an empty category.
+    CategoryMap {
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl fmt::Display for DescriptorProblem {
@@ -357,6 +366,9 @@ impl fmt::Display for DescriptorProblem {
             DescriptorProblem::DuplicateErasureSubject { field } => {
                 write!(f, "field `{field}` is made an erasure subject twice")
             }
+            DescriptorProblem::CategoryMap { problem } => {
+                write!(f, "the category map {problem}")
+            }
         }
     }
 }
@@ -403,6 +415,9 @@ impl DescriptorProblem {
                 "name the anonymiser registered with CohortBuilder::anonymiser"
             }
             DescriptorProblem::DuplicateErasureSubject { .. } => "name each erasure subject once",
+            DescriptorProblem::CategoryMap { .. } => {
+                "map each value of the column once, to a non-empty category"
+            }
         }
     }
 
@@ -530,6 +545,10 @@ pub struct EntityDescriptorBuilder {
     subjects: Vec<Name>,
     /// `Some(allowed fields)` once [`EntityDescriptorBuilder::guard`] was called.
     guard: Option<Vec<Name>>,
+    /// `category_from`: the field and the map (contract SL3).
+    category_from: Option<(Name, Vec<(Name, Name)>)>,
+    /// The type's category is not a default for unmapped values.
+    no_default_category: bool,
 }
 
 impl EntityDescriptor {
@@ -581,7 +600,53 @@ impl EntityDescriptorBuilder {
             anonymise: Vec::new(),
             subjects: Vec::new(),
             guard: None,
+            category_from: None,
+            no_default_category: false,
         }
+    }
+
+    /// Each row's category comes from `field`'s column through `map`, pairs
+    /// of a value (as PostgreSQL prints the column's value as text) and its
+    /// category (contract SL3; `#[cohort(category_from = "field",
+    /// category_map("value" = "category", ...))]`). The builder's category
+    /// is then the default: the category of rows whose value the map does
+    /// not name, NULL included (see
+    /// [`no_default_category`](Self::no_default_category)).
+    ///
+    /// ```
+    /// use cohort::model::EntityDescriptor;
+    /// let documents = EntityDescriptor::builder("Document", "drafts", "created_at")
+    ///     .id_str("0b5e7c3a-1d2f-4e6a-9b8c-7d6e5f4a3b2c")
+    ///     .fields(["id", "tenant_id", "created_at", "kind"])
+    ///     .category_from("kind", [("invoice", "invoices"), ("receipt", "receipts")])
+    ///     .build()
+    ///     .expect("valid");
+    /// let from = documents.category_from().expect("by column");
+    /// assert_eq!(from.categories(), ["invoices", "receipts", "drafts"]);
+    /// ```
+    pub fn category_from<V, C>(
+        mut self,
+        field: impl Into<Cow<'static, str>>,
+        map: impl IntoIterator<Item = (V, C)>,
+    ) -> Self
+    where
+        V: Into<Cow<'static, str>>,
+        C: Into<Cow<'static, str>>,
+    {
+        self.category_from = Some((
+            field.into(),
+            map.into_iter().map(|(v, c)| (v.into(), c.into())).collect(),
+        ));
+        self
+    }
+
+    /// With [`category_from`](Self::category_from): no default category;
+    /// every value the column can hold must be mapped (start-up checks it
+    /// against an enum type's labels or a `CHECK` constraint's list) and
+    /// the column must not accept NULL.
+    pub fn no_default_category(mut self) -> Self {
+        self.no_default_category = true;
+        self
     }
 
     /// The stable retained-entity id (`#[cohort(id = "...")]`): required for
@@ -830,6 +895,32 @@ impl EntityDescriptorBuilder {
             }
         }
 
+        // A category from a column (SL3).
+        let mut category_from = None;
+        if let Some((field, map)) = &self.category_from {
+            category_from = index_of(field);
+            if category_from.is_none() {
+                problems.push(unknown(FieldRole::CategoryFrom, field));
+            }
+            if map.is_empty() {
+                problems.push(DescriptorProblem::CategoryMap {
+                    problem: "is empty: map at least one value".to_owned(),
+                });
+            }
+            for (i, (value, category)) in map.iter().enumerate() {
+                if map[..i].iter().any(|(v, _)| v == value) {
+                    problems.push(DescriptorProblem::CategoryMap {
+                        problem: format!("maps value {value:?} twice"),
+                    });
+                }
+                if category.trim().is_empty() {
+                    problems.push(DescriptorProblem::CategoryMap {
+                        problem: format!("maps value {value:?} to an empty category"),
+                    });
+                }
+            }
+        }
+
         // Identity.
         if self.ids.len() > 1 {
             problems.push(DescriptorProblem::GivenTwice { key: "id" });
@@ -982,6 +1073,7 @@ impl EntityDescriptorBuilder {
             anonymise,
             subjects,
             guard,
+            category_from,
         }
     }
 }
@@ -998,6 +1090,8 @@ struct Checked<'b> {
     table: Name,
     markers: [Option<usize>; 5],
     anonymise: Vec<(usize, &'b Method)>,
+    /// The `category_from` field, once checked.
+    category_from: Option<usize>,
     subjects: Vec<usize>,
     guard: Option<Vec<usize>>,
 }
@@ -1066,6 +1160,25 @@ impl Checked<'_> {
                     .into_boxed_slice(),
             )
         });
+        let category_from = match (&b.category_from, self.category_from) {
+            (Some((_, map)), Some(i)) => {
+                let map: &'static [(&'static str, &'static str)] = Box::leak(
+                    map.iter()
+                        .map(|(v, c)| (leak(v), leak(c)))
+                        .collect::<Vec<_>>()
+                        .into_boxed_slice(),
+                );
+                Some(super::descriptor::CategoryFrom {
+                    field: fields[i].field,
+                    map,
+                    default: match (&membership, b.no_default_category) {
+                        (Membership::Retained { category, .. }, false) => Some(*category),
+                        _ => None,
+                    },
+                })
+            }
+            _ => None,
+        };
         Box::leak(Box::new(EntityDescriptor {
             type_name: leak(&b.type_name),
             membership,
@@ -1084,6 +1197,7 @@ impl Checked<'_> {
             anonymise,
             erasure_subjects,
             guard,
+            category_from,
         }))
     }
 }

@@ -72,6 +72,56 @@ pub struct EntityDescriptor {
     /// contract H17): the database refuses a `DELETE` of a held row, and an
     /// `UPDATE` of a held row that changes any column but these fields'.
     pub(crate) guard: Option<&'static [&'static str]>,
+    /// `Some` when each row's category comes from a column (contract SL3).
+    pub(crate) category_from: Option<CategoryFrom>,
+}
+
+/// A type whose rows take their category from a column (contract SL3):
+/// `#[cohort(category_from = "field", category_map("value" = "category",
+/// ...))]`, the type's `category` being the default (the category of rows
+/// whose value the map does not name, NULL included), if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CategoryFrom {
+    pub(crate) field: &'static str,
+    pub(crate) map: &'static [(&'static str, &'static str)],
+    pub(crate) default: Option<&'static str>,
+}
+
+impl CategoryFrom {
+    /// The field whose column holds each row's class.
+    pub const fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The map: each value of the column (as PostgreSQL prints it as text)
+    /// with its category, in declaration order.
+    pub const fn map(&self) -> &'static [(&'static str, &'static str)] {
+        self.map
+    }
+
+    /// The category of rows whose value the map does not name (NULL
+    /// included); `None` when there is no default, which start-up accepts
+    /// only for a column that cannot hold an unmapped value.
+    pub const fn default(&self) -> Option<&'static str> {
+        self.default
+    }
+
+    /// Every category the type's rows may be in: the mapped ones in order
+    /// (each once), then the default.
+    pub fn categories(&self) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::new();
+        for (_, c) in self.map {
+            if !out.contains(c) {
+                out.push(c);
+            }
+        }
+        if let Some(d) = self.default
+            && !out.contains(&d)
+        {
+            out.push(d);
+        }
+        out
+    }
 }
 
 impl EntityDescriptor {
@@ -138,6 +188,12 @@ impl EntityDescriptor {
     /// (`#[cohort(guard_allow)]`): `None` for an unguarded type.
     pub const fn guard(&self) -> Option<&'static [&'static str]> {
         self.guard
+    }
+
+    /// Where each row's category comes from, for a type that takes it from
+    /// a column (contract SL3); `None` for a type of one category.
+    pub const fn category_from(&self) -> Option<&CategoryFrom> {
+        self.category_from.as_ref()
     }
 
     /// The field with this Rust name.
@@ -418,6 +474,26 @@ pub const fn entity_descriptor(
         anonymise,
         erasure_subjects,
         guard: None,
+        category_from: None,
+    }
+}
+
+/// `descriptor`, taking each row's category from `field` through `map`,
+/// with `default` (the type's category) or none. Derive output only.
+#[doc(hidden)]
+pub const fn category_from(
+    descriptor: EntityDescriptor,
+    field: &'static str,
+    map: &'static [(&'static str, &'static str)],
+    default: Option<&'static str>,
+) -> EntityDescriptor {
+    EntityDescriptor {
+        category_from: Some(CategoryFrom {
+            field,
+            map,
+            default,
+        }),
+        ..descriptor
     }
 }
 

@@ -119,6 +119,6 @@ pub use builder::{
 };
 pub use conventions::Conventions;
 pub use descriptor::{
-    AnonymiseMethod, AnonymisedField, Anonymiser, AnonymiserFn, CustomAnonymiser, EntityDescriptor,
-    FieldDescriptor, Markers, Membership, Retained,
+    AnonymiseMethod, AnonymisedField, Anonymiser, AnonymiserFn, CategoryFrom, CustomAnonymiser,
+    EntityDescriptor, FieldDescriptor, Markers, Membership, Retained,
 };

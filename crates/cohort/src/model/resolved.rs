@@ -93,6 +93,30 @@ pub(crate) struct ResolvedEntity {
     /// Where the type's rows are archived, when its category may archive
     /// (contract SL2).
     pub(crate) archive: Option<Box<ArchiveTarget>>,
+    /// For a type whose rows take their category from a column (contract
+    /// SL3): one entity per category, each with its slice.
+    pub(crate) split: Option<Box<CategorySplit>>,
+    /// For one category's entity of such a type: which rows are its.
+    pub(crate) slice: Option<Box<Slice>>,
+}
+
+/// A type whose rows take their category from a column (contract SL3):
+/// one entity per category (the type with that category, its
+/// capabilities and its [`Slice`]), in the map's order, the default last.
+/// Runs treat each as an entity of its own.
+#[derive(Debug, Clone)]
+pub(crate) struct CategorySplit {
+    pub(crate) entities: Vec<ResolvedEntity>,
+}
+
+/// The rows of one category of a [`CategorySplit`]: those whose column's
+/// value, as text, is one of `values`; for the default (`others`), those
+/// whose value is none of them, NULL included.
+#[derive(Debug, Clone)]
+pub(crate) struct Slice {
+    pub(crate) column: Column,
+    pub(crate) values: Vec<String>,
+    pub(crate) others: bool,
 }
 
 /// The columns Cohort adds to an archive table, after the source's own.
@@ -122,5 +146,14 @@ impl ResolvedEntity {
     /// The type's name, for the ledger and messages.
     pub(crate) fn type_name(&self) -> &'static str {
         self.descriptor.type_name
+    }
+
+    /// What runs work on: the type itself, or, when its rows take their
+    /// category from a column, one entity per category (contract SL3).
+    pub(crate) fn slices(&self) -> Vec<&ResolvedEntity> {
+        match &self.split {
+            Some(split) => split.entities.iter().collect(),
+            None => vec![self],
+        }
     }
 }

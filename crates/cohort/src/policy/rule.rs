@@ -360,6 +360,17 @@ impl Capabilities {
         self.archive_schema.as_deref()
     }
 
+    /// These capabilities and `other`'s together (the strategies of both;
+    /// staged if either is; the first archive schema).
+    pub(crate) fn union(mut self, other: &Capabilities) -> Capabilities {
+        self.strategies.extend(other.strategies.iter().copied());
+        self.staged |= other.staged;
+        if self.archive_schema.is_none() {
+            self.archive_schema.clone_from(&other.archive_schema);
+        }
+        self
+    }
+
     /// Whether `strategy` was declared.
     pub fn allows(&self, strategy: Strategy) -> bool {
         self.strategies.contains(&strategy)

@@ -15,6 +15,7 @@ use super::statements::{EntitySql, Purpose};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{Failure, Ledger};
+use crate::model::resolved::ResolvedEntity;
 use crate::policy::{AuditDetail, Scope, Strategy};
 use crate::sql::{AssertSqlSafe, PgTime};
 
@@ -124,7 +125,13 @@ impl Engine {
             runs = self.schema.table("sweep_run"),
         );
         let mut entries = Vec::new();
-        for e in self.model.entities.iter().filter(|e| in_scope(e, scope)) {
+        for e in self
+            .model
+            .entities
+            .iter()
+            .filter(|e| in_scope(e, scope))
+            .flat_map(ResolvedEntity::slices)
+        {
             let blank = || BacklogEntry {
                 entity_id: e.entity_id,
                 entity_type: e.type_name(),

@@ -218,6 +218,13 @@ fn bind_with<'q>(
             P::Matter(p) => matters.bind(q, p),
             P::StageBefore => q.bind(v.stage.map(|s| s.before)),
             P::LegalCutoff => q.bind(v.stage.map(|s| s.legal_cutoff)),
+            P::SliceValues => q.bind(
+                v.entity
+                    .slice
+                    .as_ref()
+                    .map(|s| s.values.clone())
+                    .unwrap_or_default(),
+            ),
             P::ArchiveTable => q.bind(v.entity.archive.as_ref().map(|a| a.entity.table.unquoted())),
         };
     }

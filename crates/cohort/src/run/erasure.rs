@@ -177,6 +177,21 @@ impl Engine {
         let matched = subject_columns(&mut conn, subject, &inner.model.entities, scope).await?;
         let mut entities = Vec::new();
         let mut refused = Vec::new();
+        // A type whose rows take their category from a column is erased
+        // category by category, each as its own rule says (contract SL3).
+        let matched: Vec<(&ResolvedEntity, Vec<&Column>)> = matched
+            .into_iter()
+            .flat_map(|(base, columns)| {
+                base.slices().into_iter().map(move |e| {
+                    let columns: Vec<&Column> = e
+                        .subjects
+                        .iter()
+                        .filter(|c| columns.iter().any(|s| s.name == c.name))
+                        .collect();
+                    (e, columns)
+                })
+            })
+            .collect();
         for (e, columns) in matched {
             let planned = plan(inner.provider.as_ref(), e, scope.tenant(), now).await;
             let soft_delete = planned

@@ -202,11 +202,14 @@ impl Engine {
                 .iter()
                 .map(|(e, cols, plan)| (*e, cols.clone(), Some(plan.clone())))
                 .collect(),
+            // A type whose rows take their category from a column runs as
+            // one entity per category (contract SL3).
             None => inner
                 .model
                 .entities
                 .iter()
                 .filter(|e| in_scope(e, scope))
+                .flat_map(ResolvedEntity::slices)
                 .map(|e| (e, Vec::new(), None))
                 .collect(),
         };

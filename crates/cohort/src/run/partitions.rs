@@ -302,7 +302,13 @@ pub(crate) fn applies(
     sweep: bool,
     options: &crate::config::Options,
 ) -> bool {
-    options.partition_drops && sweep && strategy == Strategy::Purge && e.range_on_anchor
+    // A category's slice shares its partitions with the other categories'
+    // rows (contract SL3): its rows are swept, never dropped.
+    options.partition_drops
+        && sweep
+        && strategy == Strategy::Purge
+        && e.range_on_anchor
+        && e.slice.is_none()
 }
 
 /// How a partition-aware purge ended.

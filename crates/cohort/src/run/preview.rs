@@ -13,6 +13,7 @@ use super::statements::{EntitySql, Purpose};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::ledger::{Failure, Ledger};
+use crate::model::resolved::ResolvedEntity;
 use crate::policy::{AuditDetail, Scope, Strategy};
 use crate::sql::PgTime;
 
@@ -79,7 +80,13 @@ impl Engine {
         self.ensure_ready(&mut conn).await?;
         let tenant = scope.tenant().map(|t| t.id);
         let mut entries = Vec::new();
-        for e in inner.model.entities.iter().filter(|e| in_scope(e, scope)) {
+        for e in inner
+            .model
+            .entities
+            .iter()
+            .filter(|e| in_scope(e, scope))
+            .flat_map(ResolvedEntity::slices)
+        {
             let entry = || PreviewEntry {
                 entity_id: e.entity_id,
                 entity_type: e.type_name(),

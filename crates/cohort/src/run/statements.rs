@@ -100,6 +100,8 @@ pub(crate) enum P {
     /// The archive table's name, unquoted (text), for the archive batch's
     /// ledger row (contract SL2).
     ArchiveTable,
+    /// The values of a category's slice (text[]; contract SL3).
+    SliceValues,
 }
 
 /// One stage of a staged rule, as its statements see it (contract SL1).
@@ -207,7 +209,32 @@ impl Parts<'_> {
         }
         s.push_str(&self.pending());
         s.push_str(&self.stage_state(b));
+        s.push_str(&self.slice(b));
         s
+    }
+
+    /// A category's rows of a type whose rows take their category from a
+    /// column (` AND ...`, or empty; contract SL3): the column's value, as
+    /// text, is one of the slice's values, or, for the default category,
+    /// none of the mapped ones (NULL included). Judged at the statement, so
+    /// a row whose value changes between batches goes by its value then.
+    fn slice(&self, b: &mut Params<P>) -> String {
+        let Some(slice) = &self.e.slice else {
+            return String::new();
+        };
+        let values = b.p(P::SliceValues);
+        if slice.others {
+            format!(
+                " AND (t.{c} IS NULL OR (t.{c})::pg_catalog.text OPERATOR(pg_catalog.<>) \
+                 ALL ({values}::pg_catalog.text[]))",
+                c = slice.column.name
+            )
+        } else {
+            format!(
+                " AND (t.{c})::pg_catalog.text OPERATOR(pg_catalog.=) ANY ({values}::pg_catalog.text[])",
+                c = slice.column.name
+            )
+        }
     }
 
     /// The column rows age by: the anchor, or a later stage's stamp.
@@ -597,6 +624,7 @@ impl Parts<'_> {
                 let _ = write!(scope, " AND ({})", any.join(" OR "));
             }
             scope.push_str(&self.stage_state(&mut b));
+            scope.push_str(&self.slice(&mut b));
             format!(
                 "(SELECT pg_catalog.count(*) FROM {table} AS t WHERE {scope} AND t.{anchor} IS NULL{pending})",
                 table = e.table,
@@ -623,6 +651,7 @@ impl Parts<'_> {
                     .map(|c| c.equals_text("t", &subject))
                     .collect();
                 let _ = write!(scope, " AND ({})", any.join(" OR "));
+                scope.push_str(&self.slice(&mut b));
                 format!(
                     "(SELECT pg_catalog.count(*) FROM {table} AS t WHERE {scope} AND t.{anchor} >= {cutoff}{pending})",
                     table = e.table,

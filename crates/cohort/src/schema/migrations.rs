@@ -331,7 +331,8 @@ mod tests {
                 "0006_cohort_erasure_subject.down.sql",
                 "0007_cohort_leases.sql",
                 "0008_cohort_matters.sql",
-                "0009_cohort_subject_access.sql"
+                "0009_cohort_subject_access.sql",
+                "0010_cohort_archive.sql"
             ]
         );
         assert_eq!(
@@ -345,7 +346,8 @@ mod tests {
                 "V6__cohort_erasure_subject.sql",
                 "V7__cohort_leases.sql",
                 "V8__cohort_matters.sql",
-                "V9__cohort_subject_access.sql"
+                "V9__cohort_subject_access.sql",
+                "V10__cohort_archive.sql"
             ]
         );
     }
@@ -359,7 +361,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 12);
+        assert_eq!(first.len(), 13);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

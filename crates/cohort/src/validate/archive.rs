@@ -319,6 +319,8 @@ pub(super) fn attach(e: &mut ResolvedEntity, found: Found) {
         anonymise: Vec::new(),
         range_on_anchor: false,
         archive: None,
+        split: None,
+        slice: None,
         ..e.clone()
     };
     e.archive = Some(Box::new(ArchiveTarget {
@@ -331,7 +333,7 @@ pub(super) fn attach(e: &mut ResolvedEntity, found: Found) {
 /// `<category>:archive`, the archive table's category in the ledger: one
 /// string per category for the life of the process (interned, so building
 /// handles again and again does not grow memory).
-fn archive_category(category: &str) -> &'static str {
+pub(super) fn archive_category(category: &str) -> &'static str {
     static NAMES: std::sync::OnceLock<std::sync::Mutex<HashSet<&'static str>>> =
         std::sync::OnceLock::new();
     let name = format!("{category}:archive");

@@ -24,6 +24,7 @@
 
 pub(crate) mod archive;
 mod cascade;
+mod categories;
 mod columns;
 pub(crate) mod connection;
 pub(crate) mod guards;
@@ -104,13 +105,21 @@ pub(crate) async fn validate(
 
     // What the descriptors and the provider say, before the database.
     let mut resolved: Vec<(Target, Roles, Option<Capabilities>)> = Vec::new();
+    // SL3: each category of a type whose category comes from a column.
+    let mut split_caps: Vec<Vec<(&'static str, Capabilities)>> = Vec::new();
     for target in registered.targets {
         let roles = roles::resolve(&target, conventions, &mut problems);
-        let capabilities = reg.provider.capabilities(target.category);
-        for issue in strategies::check(target.category, capabilities.as_ref(), &roles) {
-            target.problem(&mut problems, None, issue);
+        let (capabilities, each) = match target.descriptor.category_from() {
+            None => (reg.provider.capabilities(target.category), Vec::new()),
+            Some(from) => categories::capabilities(reg.provider, from, &target, &mut problems),
+        };
+        if capabilities.is_some() || target.descriptor.category_from().is_none() {
+            for issue in strategies::check(target.category, capabilities.as_ref(), &roles) {
+                target.problem(&mut problems, None, issue);
+            }
         }
         resolved.push((target, roles, capabilities));
+        split_caps.push(each);
     }
 
     // The catalog, read once for all types.
@@ -202,8 +211,15 @@ pub(crate) async fn validate(
 
     let mut entities: Vec<(u32, ResolvedEntity)> = Vec::new();
     let mut warnings: Vec<ValidationProblem> = Vec::new();
-    for c in &candidates {
+    let mut splits: Vec<(usize, categories::Found)> = Vec::new();
+    for (c, each) in candidates.iter().zip(split_caps) {
         let Some(table) = c.table else { continue };
+        let split = match c.target.descriptor.category_from() {
+            Some(from) => {
+                categories::check(conn, &c.target, from, each, table, &types, &mut problems).await?
+            }
+            None => None,
+        };
         let target = &c.target;
         let cols = columns::check(
             target,
@@ -277,6 +293,8 @@ pub(crate) async fn validate(
                 // several) are swept row by row.
                 range_on_anchor: range_anchor.is_some(),
                 archive: None,
+                split: None,
+                slice: None,
             };
             let attnum = |name: &str| table.column(name).map(|c| c.attnum).unwrap_or(0);
             let speed_columns = speed::Columns {
@@ -295,6 +313,9 @@ pub(crate) async fn validate(
                 &speed_columns,
                 &indexes,
             ));
+            if let Some(found) = split {
+                splits.push((entities.len(), found));
+            }
             entities.push((table.oid, entity));
         }
     }
@@ -357,6 +378,13 @@ pub(crate) async fn validate(
     for found in archives {
         if let Some((_, e)) = entities.get_mut(found.index) {
             archive::attach(e, found);
+        }
+    }
+    for (index, found) in splits {
+        if let Some((_, e)) = entities.get_mut(index)
+            && let Some(from) = e.descriptor.category_from()
+        {
+            categories::split(e, from, found);
         }
     }
     let oids: Vec<u32> = entities.iter().map(|(oid, _)| *oid).collect();

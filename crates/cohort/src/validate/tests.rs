@@ -71,6 +71,7 @@ const fn plain(type_name: &'static str, id: u128, table: &'static str) -> Entity
         anonymise: &[],
         erasure_subjects: &[],
         guard: None,
+        category_from: None,
     }
 }
 
@@ -107,6 +108,7 @@ static CHILD: EntityDescriptor = EntityDescriptor {
     }],
     erasure_subjects: &["subject"],
     guard: None,
+    category_from: None,
 };
 
 const TABLES: &str = r#"

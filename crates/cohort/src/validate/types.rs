@@ -81,7 +81,7 @@ impl<'a> Types<'a> {
         }
     }
 
-    fn base(&self, column: &CatalogColumn) -> Option<&'a CatalogType> {
+    pub(super) fn base(&self, column: &CatalogColumn) -> Option<&'a CatalogType> {
         self.resolve(column.type_oid, column.typmod).base
     }
 

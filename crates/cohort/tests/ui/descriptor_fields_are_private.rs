@@ -31,6 +31,7 @@ static NOTE: EntityDescriptor = EntityDescriptor {
     anonymise: &[],
     erasure_subjects: &[],
     guard: None,
+    category_from: None,
 };
 
 fn main() {

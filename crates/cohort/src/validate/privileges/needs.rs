@@ -215,6 +215,12 @@ pub(super) fn type_needs(
     for &s in &roles.subjects {
         select(Some(s), "erasure compares the erasure-subject columns");
     }
+    if let Some(from) = target.descriptor.category_from() {
+        select(
+            target.descriptor.field(from.field()),
+            "each row's category comes from this column (category_from)",
+        );
+    }
     let soft_delete = caps.allows(Strategy::SoftDelete);
     let anonymise = caps.allows(Strategy::Anonymise);
     if soft_delete {

@@ -4,6 +4,7 @@ mod anchors;
 mod archive;
 mod backlog;
 mod batches;
+mod categories;
 mod engine;
 mod execution;
 mod hold_check;
