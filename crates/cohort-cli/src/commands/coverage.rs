@@ -335,7 +335,11 @@ pub(crate) async fn coverage(
         if let Some(e) = model.entities.iter().find(|e| same(&e.schema, &e.table)) {
             row.class = "retained";
             row.entity = Some(e.name.clone());
-            row.category = Some(e.category.clone());
+            // A category from a column (SL3): every category, and whence.
+            row.category = Some(match &e.category_from {
+                Some(from) => format!("{} (from {})", e.categories().join(", "), from.column),
+                None => e.category.clone(),
+            });
             row.strategy = model
                 .rules_of(&e.category)
                 .map(|r| r.base.strategy.as_str());

@@ -73,7 +73,7 @@ pub(crate) fn render(model: &Model, title: &str, default_schema: &str) -> String
         let tables: Vec<String> = model
             .entities
             .iter()
-            .filter(|e| e.category == r.category)
+            .filter(|e| e.categories().contains(&r.category.as_str()))
             .map(|e| format!("`{}`", md(&table_name(e, default_schema))))
             .collect();
         let _ = writeln!(
@@ -138,7 +138,7 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
     let entities: Vec<&Entity> = model
         .entities
         .iter()
-        .filter(|e| e.category == r.category)
+        .filter(|e| e.categories().contains(&r.category.as_str()))
         .collect();
     if entities.is_empty() {
         let _ = writeln!(o, "No table is in this category.\n");
@@ -249,6 +249,32 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
             "- Aged by `{}`; rows where it is empty are kept.",
             md(&e.anchor)
         );
+        if let Some(from) = &e.category_from {
+            let values: Vec<String> = from
+                .map
+                .iter()
+                .filter(|(_, c)| *c == r.category)
+                .map(|(v, _)| format!("`{}`", md(v)))
+                .collect();
+            let whose = match (values.is_empty(), from.default && e.category == r.category) {
+                (false, false) => {
+                    format!("whose `{}` is {}", md(&from.column), values.join(" or "))
+                }
+                (false, true) => format!(
+                    "whose `{}` is {} or a value no other category names (empty included)",
+                    md(&from.column),
+                    values.join(" or ")
+                ),
+                (true, _) => format!(
+                    "whose `{}` is a value no other category names (empty included)",
+                    md(&from.column)
+                ),
+            };
+            let _ = writeln!(
+                o,
+                "- Only the rows {whose} (each row's category comes from it)."
+            );
+        }
         if e.tenantless {
             let _ = writeln!(
                 o,
@@ -356,7 +382,7 @@ fn json(model: &Model, default_schema: &str) -> ScheduleJson {
                 tables: model
                     .entities
                     .iter()
-                    .filter(|e| e.category == r.category)
+                    .filter(|e| e.categories().contains(&r.category.as_str()))
                     .map(|e| table_name(e, default_schema))
                     .collect(),
                 strategy: r.base.strategy.as_str(),

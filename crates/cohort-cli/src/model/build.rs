@@ -89,6 +89,12 @@ fn retained(
     if e.tenantless {
         b = b.tenantless();
     }
+    if let Some(from) = &e.category_from {
+        b = b.category_from(from.column.clone(), from.map.clone());
+        if !from.default {
+            b = b.no_default_category();
+        }
+    }
     let mut declared: Vec<&str> = Vec::with_capacity(columns.len());
     for c in columns {
         b = b.field(
@@ -114,6 +120,7 @@ fn retained(
     named.extend(e.anonymise.iter().map(|(c, _)| c.as_str()));
     named.extend(e.erasure_subjects.iter().map(String::as_str));
     named.extend(e.guard_allow.iter().map(String::as_str));
+    named.extend(e.category_from.iter().map(|f| f.column.as_str()));
     for n in named {
         if !declared.contains(&n) {
             b = b.field(

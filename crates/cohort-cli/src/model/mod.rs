@@ -154,6 +154,38 @@ pub(crate) struct Entity {
     pub(crate) guard: bool,
     /// `guard_allow`: the columns an update of a held row may change.
     pub(crate) guard_allow: Vec<String>,
+    /// `category_from` and `[entity.category_map]` (contract SL3).
+    pub(crate) category_from: Option<CategoryFromSpec>,
+}
+
+/// Each row's category from a column (contract SL3).
+#[derive(Debug, Clone)]
+pub(crate) struct CategoryFromSpec {
+    /// The column.
+    pub(crate) column: String,
+    /// Each value with its category, in file order.
+    pub(crate) map: Vec<(String, String)>,
+    /// Whether the entity's `category` is a default for unmapped values.
+    pub(crate) default: bool,
+}
+
+impl Entity {
+    /// Every category the table's rows may be in.
+    pub(crate) fn categories(&self) -> Vec<&str> {
+        let Some(from) = &self.category_from else {
+            return vec![self.category.as_str()];
+        };
+        let mut out: Vec<&str> = Vec::new();
+        for (_, c) in &from.map {
+            if !out.contains(&c.as_str()) {
+                out.push(c);
+            }
+        }
+        if from.default && !out.contains(&self.category.as_str()) {
+            out.push(&self.category);
+        }
+        out
+    }
 }
 
 /// How a column is scrubbed.

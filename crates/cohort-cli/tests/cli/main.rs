@@ -4,6 +4,7 @@
 
 mod common;
 
+mod categories;
 mod coverage;
 mod ctrl_c;
 mod demo;

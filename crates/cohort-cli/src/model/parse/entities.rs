@@ -9,7 +9,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::ParseOptions;
 use super::reader::{Parser, Text, Value, get, join, key_segment, kind};
-use crate::model::{Anonymise, Entity, Exempt, Mask};
+use crate::model::{Anonymise, CategoryFromSpec, Entity, Exempt, Mask};
 
 pub(super) const ENTITY_KEYS: &[&str] = &[
     "name",
@@ -28,6 +28,8 @@ pub(super) const ENTITY_KEYS: &[&str] = &[
     "anonymise",
     "guard",
     "guard_allow",
+    "category_from",
+    "category_map",
 ];
 const EXEMPT_KEYS: &[&str] = &["name", "id", "table", "schema", "reason"];
 
@@ -60,13 +62,65 @@ pub(super) fn entity(
             "a stable retained-entity id (id = \"<a new random UUID>\")",
         )
         .and_then(|text| p.uuid(&text, &join(path, "id")));
-    let category = p.req_string(
-        t,
-        span,
-        path,
-        "category",
-        "the retention category (category = \"accounts\")",
-    );
+    // A category from a column (SL3): `category` is then the optional
+    // default.
+    let category_from = p.opt_string(t, path, "category_from");
+    let category = if category_from.is_some() {
+        p.opt_string(t, path, "category")
+    } else {
+        p.req_string(
+            t,
+            span,
+            path,
+            "category",
+            "the retention category (category = \"accounts\")",
+        )
+    };
+    let mut category_map: Vec<(String, Text)> = Vec::new();
+    match (get(t, "category_map"), &category_from) {
+        (Some(v), Some(_)) => {
+            let key = join(path, "category_map");
+            if let Some(map) = p.table_of(v, &key) {
+                for (k, v) in map.iter() {
+                    let value = k.get_ref().to_string();
+                    if let Some(c) = p.string(v, &join(&key, &value)) {
+                        category_map.push((value, c));
+                    }
+                }
+                if map.is_empty() {
+                    p.error(
+                        &v.span(),
+                        &key,
+                        "maps no value: write value = \"category\" lines",
+                    );
+                }
+            }
+        }
+        (Some(v), None) => p.error(
+            &v.span(),
+            &join(path, "category_map"),
+            "category_map maps a column's values to categories: add category_from = \"<column>\"",
+        ),
+        (None, Some(from)) => p.error(
+            &from.span,
+            &join(path, "category_from"),
+            "category_from needs [entity.category_map]: which category each value of the column is",
+        ),
+        (None, None) => {}
+    }
+    for (value, c) in &category_map {
+        if !declared.contains(&c.value) {
+            p.error(
+                &c.span,
+                &join(&join(path, "category_map"), value),
+                format!(
+                    "no rule for category {:?}; add [rules.{}]",
+                    c.value,
+                    key_segment(&c.value)
+                ),
+            );
+        }
+    }
     let anchor = match get(t, "anchor") {
         Some(v) if matches!(v.get_ref(), DeValue::Array(_)) => {
             fallback_anchor(p, v, path, table.as_ref());
@@ -178,6 +232,7 @@ pub(super) fn entity(
     }
 
     let table = table?;
+    let has_default = category.is_some();
     let (line, _) = p.position(span.start);
     Some(Entity {
         line,
@@ -185,7 +240,19 @@ pub(super) fn entity(
         id: id?,
         table: table.value,
         schema: schema.map(|s| s.value),
-        category: category?.value,
+        category: match (&category, category_map.first()) {
+            (Some(c), _) => c.value.clone(),
+            (None, Some((_, first))) => first.value.clone(),
+            (None, None) => category.clone()?.value,
+        },
+        category_from: category_from.map(|from| CategoryFromSpec {
+            column: from.value,
+            map: category_map
+                .into_iter()
+                .map(|(v, c)| (v, c.value))
+                .collect(),
+            default: has_default,
+        }),
         anchor: anchor?.value,
         record_id: record_id.map(|t| t.value),
         tenant: tenant.map(|t| t.value),
