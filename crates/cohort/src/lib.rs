@@ -35,7 +35,7 @@ pub use futures_util::future::BoxFuture;
 pub use ledger::{RunKind, RunStatus, Trigger};
 pub use model::{Anonymiser, Conventions, Retained};
 pub use policy::{
-    Capabilities, Period, ResolutionContext, Rule, RuleProvider, Scope, Stage, Strategy,
+    Capabilities, Period, ResolutionContext, Review, Rule, RuleProvider, Scope, Stage, Strategy,
     TenantContext,
 };
 pub use run::{

@@ -6,7 +6,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::Period;
+use super::{Period, Review};
 
 /// What happens to a row once it is old enough.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -84,6 +84,11 @@ pub struct Rule {
     /// applies its strategy once its period has passed since the previous
     /// stage's stamp. Empty for a single-stage rule. See [`Rule::then`].
     pub then: Vec<Stage>,
+    /// The first stage's disposition review (contract DR1): when set, a
+    /// sweep freezes what the stage would change into a disposition batch
+    /// and changes nothing until the batch is approved. See
+    /// [`Rule::with_review`]; a later stage's is [`Stage::review`].
+    pub review: Option<Review>,
 }
 
 /// A later stage of a staged rule (contract SL1): `strategy`, once `period`
@@ -95,6 +100,9 @@ pub struct Stage {
     pub period: Period,
     /// What happens then.
     pub strategy: Strategy,
+    /// The stage's disposition review, if it asks for one
+    /// ([`Rule::then_reviewed`]).
+    pub review: Option<Review>,
 }
 
 /// What is wrong with a staged rule's list of stages ([`Rule::stage_problems`]).
@@ -174,6 +182,7 @@ impl Rule {
             source: None,
             reason: None,
             then: Vec::new(),
+            review: None,
         }
     }
 
@@ -189,7 +198,38 @@ impl Rule {
     /// assert!(rule.stage_problems().is_empty());
     /// ```
     pub fn then(mut self, period: Period, strategy: Strategy) -> Rule {
-        self.then.push(Stage { period, strategy });
+        self.then.push(Stage {
+            period,
+            strategy,
+            review: None,
+        });
+        self
+    }
+
+    /// [`Rule::then`], with the stage under disposition review (contract
+    /// DR1): a sweep freezes what the stage would change into a batch for
+    /// named reviewers.
+    ///
+    /// ```
+    /// use cohort::{Period, Review, Rule, Strategy};
+    /// // Soft-delete unreviewed; the purge 60 days later needs an approver.
+    /// let rule = Rule::new(Period::days(30), Strategy::SoftDelete)
+    ///     .then_reviewed(Period::days(60), Strategy::Purge, Review::new());
+    /// assert!(rule.review_of(0).is_none() && rule.review_of(1).is_some());
+    /// ```
+    pub fn then_reviewed(mut self, period: Period, strategy: Strategy, review: Review) -> Rule {
+        self.then.push(Stage {
+            period,
+            strategy,
+            review: Some(review),
+        });
+        self
+    }
+
+    /// Puts the rule's first stage (its own period and strategy) under
+    /// disposition review (contract DR1).
+    pub fn with_review(mut self, review: Review) -> Rule {
+        self.review = Some(review);
         self
     }
 
@@ -198,6 +238,7 @@ impl Rule {
         let mut stages = vec![Stage {
             period: self.period,
             strategy: self.strategy,
+            review: self.review,
         }];
         stages.extend(self.then.iter().copied());
         stages

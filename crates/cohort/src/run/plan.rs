@@ -9,7 +9,9 @@ use futures_util::FutureExt;
 use super::statements::StageSql;
 use crate::ledger::{Failure, FailureKind};
 use crate::model::resolved::ResolvedEntity;
-use crate::policy::{Period, ResolutionContext, Rule, RuleProvider, Strategy, TenantContext};
+use crate::policy::{
+    Period, ResolutionContext, Review, Rule, RuleContent, RuleProvider, Strategy, TenantContext,
+};
 
 /// What a run does with one entity (or with one stage of a staged rule).
 #[derive(Debug, Clone)]
@@ -25,6 +27,30 @@ pub(crate) struct EntityPlan {
     pub(crate) now: DateTime<Utc>,
     /// Which stage of a staged rule this is (`None` for a single-stage rule).
     pub(crate) stage: Option<StagePlan>,
+    /// The stage's disposition review, when it asks for one (contract DR1;
+    /// never for an erasure).
+    pub(crate) review: Option<ReviewPlan>,
+}
+
+/// A stage under disposition review (contract DR1): what its batches are
+/// bound to.
+#[derive(Debug, Clone)]
+pub(crate) struct ReviewPlan {
+    pub(crate) review: Review,
+    /// The stage's index (0 for a single-stage rule).
+    pub(crate) stage: usize,
+    /// The whole rule's canonical content as it selects this stage's rows.
+    pub(crate) content: RuleContent,
+}
+
+impl ReviewPlan {
+    fn of(rule: &Rule, stage: usize) -> Option<ReviewPlan> {
+        rule.review_of(stage).map(|review| ReviewPlan {
+            review,
+            stage,
+            content: rule.content(stage),
+        })
+    }
 }
 
 /// One stage of a staged rule (contract SL1).
@@ -94,6 +120,7 @@ pub(crate) async fn plan_stages(
         return Ok(vec![EntityPlan {
             cutoff: applied.cutoff(now),
             applied,
+            review: ReviewPlan::of(&rule, 0),
             rule,
             now,
             stage: None,
@@ -150,6 +177,7 @@ pub(crate) async fn plan_stages(
             period: stage.period,
             strategy: stage.strategy,
             then: Vec::new(),
+            review: stage.review,
             ..rule.clone()
         };
         // The first stage counts from the anchor, as a single-stage rule
@@ -164,6 +192,7 @@ pub(crate) async fn plan_stages(
             cutoff: applied.cutoff(now),
             applied,
             rule: single,
+            review: ReviewPlan::of(&rule, index),
             now,
             stage: Some(StagePlan {
                 index,
@@ -189,6 +218,9 @@ pub(crate) async fn plan(
         rule.strategy = rule.final_strategy();
         rule.then.clear();
     }
+    // Erasure is the data subject's right: never under review (DR, see
+    // docs/disposition.md).
+    rule.review = None;
     // Erasure never archives: moving a subject's rows to the archive table
     // would keep them. It deletes them (and, separately, their archived
     // copies; contract SL2).
@@ -204,6 +236,7 @@ pub(crate) async fn plan(
         rule,
         now,
         stage: None,
+        review: None,
     })
 }
 
