@@ -295,6 +295,12 @@ impl Cohort {
         Matters::new(&self.inner)
     }
 
+    /// Disposition review (contracts DR1-DR3): list the batches sweeps froze
+    /// for review, and approve, reject or extend them.
+    pub fn dispositions(&self) -> crate::disposition::Dispositions<'_> {
+        crate::disposition::Dispositions::new(&self.inner)
+    }
+
     /// The host-deletion service: the host's own deletes, refused when an
     /// active hold covers a target. Host deletions run no row handlers: the
     /// host's callback deletes what it chooses, and its own side effects

@@ -7,6 +7,7 @@ mod catalog;
 mod cohort;
 mod config;
 mod dispatch;
+pub mod disposition;
 mod engine;
 mod error;
 pub mod evidence;

@@ -5,8 +5,9 @@
 //! nothing from the layers above; the layers that produce them re-export
 //! them at their public paths (`cohort::schema::ReadinessReport`,
 //! `cohort::ValidationReport`, `cohort::holds::HoldError`,
-//! `cohort::evidence::EvidenceError`).
+//! `cohort::evidence::EvidenceError`, `cohort::disposition::DispositionError`).
 
+pub(crate) mod disposition;
 pub(crate) mod evidence;
 pub(crate) mod hold;
 pub(crate) mod readiness;
@@ -146,6 +147,12 @@ pub enum Error {
     /// and a caller's transaction is still usable.
     #[error(transparent)]
     Hold(#[from] hold::HoldError),
+
+    /// A decision on a disposition batch was refused; the
+    /// [`DispositionError`](crate::disposition::DispositionError) says why.
+    /// Nothing was written, and a caller's transaction is still usable.
+    #[error(transparent)]
+    Disposition(#[from] disposition::DispositionError),
 
     /// An evidence call (verify, export, report, certificate) refused or
     /// failed to write.

@@ -35,6 +35,10 @@ pub enum ChainTable {
     /// `retention_matter_events`: the install's chain of matter events
     /// (and `retention_matters`, whose rows must agree with their last event).
     Matter,
+    /// `retention_disposition_decisions`: the install's chain of decisions
+    /// on disposition batches (and `retention_disposition_batches`, whose
+    /// rows must agree with their decisions; contract DR3).
+    Disposition,
 }
 
 impl ChainTable {
@@ -46,6 +50,7 @@ impl ChainTable {
             ChainTable::RowDetail => "sweep_run_row_detail",
             ChainTable::Hold => "retention_holds",
             ChainTable::Matter => "retention_matter_events",
+            ChainTable::Disposition => "retention_disposition_decisions",
         }
     }
 }
@@ -142,10 +147,10 @@ impl fmt::Display for ChainProblem {
             ProblemKind::DeletedWhileActive => write!(
                 f,
                 "{} {}{at} in {chain} was deleted while it was active",
-                if self.table == ChainTable::Matter {
-                    "matter"
-                } else {
-                    "hold"
+                match self.table {
+                    ChainTable::Matter => "matter",
+                    ChainTable::Disposition => "disposition batch",
+                    _ => "hold",
                 },
                 self.row
             ),
@@ -195,6 +200,8 @@ pub struct VerifyReport {
     pub superseded: u64,
     /// Matter events (creations, changes, releases) checked.
     pub matter_links: u64,
+    /// Decisions on disposition batches checked (contract DR3).
+    pub disposition_links: u64,
     /// The run chain's head: the install's chain head.
     pub head: Option<ChainHead>,
     /// Every row or gap that fails. Empty when the chain is intact.
@@ -225,7 +232,7 @@ impl fmt::Display for VerifyReport {
         writeln!(
             f,
             "evidence chain of schema {:?}: {verdict} ({} runs sealed, {} in progress, {} summaries, \
-             {} row details, {} hold links, {} matter links, {} pruned)",
+             {} row details, {} hold links, {} matter links, {} disposition decisions, {} pruned)",
             self.schema.as_str(),
             self.runs,
             self.runs_in_progress,
@@ -233,6 +240,7 @@ impl fmt::Display for VerifyReport {
             self.details,
             self.hold_links,
             self.matter_links,
+            self.disposition_links,
             self.pruned.len()
         )?;
         if let Some(head) = &self.head {
@@ -292,6 +300,7 @@ pub async fn verify(conn: &mut PgConnection, schema: &SchemaName) -> Result<Veri
         hold_links: 0,
         superseded: 0,
         matter_links: 0,
+        disposition_links: 0,
         head: None,
         problems: Vec::new(),
         pruned: Vec::new(),
@@ -309,6 +318,7 @@ pub async fn verify(conn: &mut PgConnection, schema: &SchemaName) -> Result<Veri
     verify_run_chains(&mut tx, schema, &seals, ChainTable::RowDetail, &mut report).await?;
     verify_holds(&mut tx, schema, &mut report).await?;
     verify_matters(&mut tx, schema, &mut report).await?;
+    verify_dispositions(&mut tx, schema, &mut report).await?;
     tx.commit().await?;
     Ok(report)
 }
@@ -874,6 +884,144 @@ async fn verify_matters(
                 run_id: None,
                 entity_id: None,
                 seq,
+                kind,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The install's chain of disposition decisions (contract DR3), and every
+/// batch against its decisions: its identity (type, tenant, stage, rule
+/// hash, rows, approvers required) must be its `Frozen` decision's, and its
+/// state what its last decision left it in (an approved or carried-out
+/// batch needs the approvals the chain records; a rejected or extended one
+/// the decision's date; a carried-out one the decision's counts). A batch
+/// changed behind Cohort's back is named as changed, one without a `Frozen`
+/// decision as unchained, and one deleted before it was carried out or
+/// voided as deleted while active.
+async fn verify_dispositions(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+    report: &mut VerifyReport,
+) -> Result<(), Error> {
+    let decisions = schema.table("retention_disposition_decisions");
+    let batches = schema.table("retention_disposition_batches");
+    let canon = canonical_bytes_sql(LinkKind::Disposition, &|c| format!("d.{c}"));
+    let sql = format!(
+        "SELECT d.chain_seq AS seq, d.chain_prev AS prev, d.chain_hash AS hash, d.batch_id, \
+                {canon} AS canon \
+         FROM {decisions} AS d ORDER BY d.chain_seq"
+    );
+    let mut walk = Walk::new();
+    let mut rows = crate::sql::query(AssertSqlSafe(sql)).fetch(&mut *conn);
+    while let Some(row) = rows.try_next().await? {
+        report.disposition_links += 1;
+        let batch: Uuid = row.try_get("batch_id")?;
+        let link = Link {
+            seq: row.try_get("seq")?,
+            prev: row.try_get("prev")?,
+            hash: row.try_get("hash")?,
+            canon: row.try_get("canon")?,
+        };
+        for (kind, at) in walk.step(&link, &mut |_| None) {
+            report.problems.push(ChainProblem {
+                table: ChainTable::Disposition,
+                row: batch.to_string(),
+                run_id: None,
+                entity_id: None,
+                seq: at,
+                kind,
+            });
+        }
+    }
+    drop(rows);
+    let frozen_same = [
+        "retained_entity_id",
+        "tenant_id",
+        "stage",
+        "rule_hash",
+        "row_count",
+        "approvers_required",
+    ]
+    .iter()
+    .map(|c| format!("b.{c} IS NOT DISTINCT FROM f.{c}"))
+    .collect::<Vec<_>>()
+    .join(" AND ");
+    let last_same = [
+        "changed_count",
+        "held_count",
+        "left_count",
+        "ineligible_count",
+    ]
+    .iter()
+    .map(|c| format!("b.{c} IS NOT DISTINCT FROM l.{c}"))
+    .collect::<Vec<_>>()
+    .join(" AND ");
+    let sql = format!(
+        "SELECT COALESCE(b.batch_id, f.batch_id) AS batch_id, b.batch_id IS NOT NULL AS stored, \
+                f.chain_seq AS frozen_seq, (f.batch_id IS NOT NULL AND {frozen_same}) AS frozen_agrees, \
+                b.status, b.approvers_required, l.decision AS last, l.chain_seq AS last_seq, \
+                b.keep_until IS NOT DISTINCT FROM l.keep_until AS keep_agrees, \
+                ({last_same}) AS counts_agree, \
+                ARRAY(SELECT a.decided_by FROM {decisions} AS a \
+                      WHERE a.batch_id = COALESCE(b.batch_id, f.batch_id) AND a.decision = 'Approved' \
+                      ORDER BY a.chain_seq) AS approvers, \
+                ARRAY(SELECT a.automatic FROM {decisions} AS a \
+                      WHERE a.batch_id = COALESCE(b.batch_id, f.batch_id) AND a.decision = 'Approved' \
+                      ORDER BY a.chain_seq) AS automatic \
+         FROM {batches} AS b \
+         FULL JOIN (SELECT x.* FROM {decisions} AS x WHERE x.decision = 'Frozen') AS f \
+                ON f.batch_id = b.batch_id \
+         LEFT JOIN LATERAL (SELECT y.* FROM {decisions} AS y \
+                             WHERE y.batch_id = COALESCE(b.batch_id, f.batch_id) \
+                             ORDER BY y.chain_seq DESC LIMIT 1) AS l ON true \
+         ORDER BY 1"
+    );
+    let mut rows = crate::sql::query(AssertSqlSafe(sql)).fetch(&mut *conn);
+    while let Some(row) = rows.try_next().await? {
+        let batch: Uuid = row.try_get("batch_id")?;
+        let stored: bool = row.try_get("stored")?;
+        let frozen_seq: Option<i64> = row.try_get("frozen_seq")?;
+        let last: Option<String> = row.try_get("last")?;
+        let last_seq: Option<i64> = row.try_get("last_seq")?;
+        let kind = if !stored {
+            match last.as_deref() {
+                Some("CarriedOut" | "Voided") => None,
+                _ => Some(ProblemKind::DeletedWhileActive),
+            }
+        } else if frozen_seq.is_none() {
+            Some(ProblemKind::Unchained)
+        } else {
+            let frozen_agrees: Option<bool> = row.try_get("frozen_agrees")?;
+            let status: Option<String> = row.try_get("status")?;
+            let required: Option<i32> = row.try_get("approvers_required")?;
+            let keep_agrees: bool = row.try_get("keep_agrees")?;
+            let counts_agree: Option<bool> = row.try_get("counts_agree")?;
+            let approvers: Vec<String> = row.try_get("approvers")?;
+            let automatic: Vec<bool> = row.try_get("automatic")?;
+            let approvals: Vec<(String, bool)> = approvers.into_iter().zip(automatic).collect();
+            let approved = crate::policy::review::approved(&approvals, required.unwrap_or(1));
+            let consistent = match (last.as_deref(), status.as_deref()) {
+                (Some("Frozen"), Some("Pending")) => true,
+                (Some("Approved"), Some("Pending")) => !approved,
+                (Some("Approved"), Some("Approved" | "CarryingOut")) => approved,
+                (Some("Rejected"), Some("Rejected")) | (Some("Extended"), Some("Extended")) => {
+                    keep_agrees
+                }
+                (Some("Voided"), Some("Voided")) => true,
+                (Some("CarriedOut"), Some("CarriedOut")) => approved && counts_agree == Some(true),
+                _ => false,
+            };
+            (frozen_agrees != Some(true) || !consistent).then_some(ProblemKind::Changed)
+        };
+        if let Some(kind) = kind {
+            report.problems.push(ChainProblem {
+                table: ChainTable::Disposition,
+                row: batch.to_string(),
+                run_id: None,
+                entity_id: None,
+                seq: last_seq,
                 kind,
             });
         }

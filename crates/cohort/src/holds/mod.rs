@@ -18,7 +18,7 @@ pub(crate) mod matter_set;
 mod matters;
 mod repo;
 mod statements;
-mod txn;
+pub(crate) mod txn;
 mod types;
 mod validate;
 

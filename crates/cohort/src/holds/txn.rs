@@ -29,7 +29,7 @@ const PROBE: &str = "cohort.transaction_probe";
 
 /// What kind of transaction, if any, the connection is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Open {
+pub(crate) enum Open {
     /// None: each statement commits on its own.
     No,
     /// A transaction sqlx started (`&mut *tx`); `begin()` will nest a savepoint.
@@ -41,7 +41,7 @@ pub(super) enum Open {
 
 /// Which kind of transaction `conn` is in. Costs two round trips when sqlx
 /// knows of none.
-pub(super) async fn open_transaction(conn: &mut PgConnection) -> Result<Open, Error> {
+pub(crate) async fn open_transaction(conn: &mut PgConnection) -> Result<Open, Error> {
     if conn.is_in_transaction() {
         return Ok(Open::Tracked);
     }

@@ -2,10 +2,10 @@
 
 mod period;
 mod provider;
-mod review;
+pub(crate) mod review;
 mod rule;
 
 pub use period::Period;
-pub use review::{RULE_CONTENT_FORMAT, Review, RuleContent};
 pub use provider::{ProviderError, ResolutionContext, RuleProvider, Scope, TenantContext};
+pub use review::{RULE_CONTENT_FORMAT, Review, RuleContent};
 pub use rule::{AuditDetail, Capabilities, Rule, Stage, StageProblem, Strategy};

@@ -181,6 +181,24 @@ impl Rule {
     }
 }
 
+/// An approver's name as two-approver mode compares it: trimmed, lower case.
+pub(crate) fn same_person(name: &str) -> String {
+    name.trim().to_lowercase()
+}
+
+/// Whether `approvals` (`(name, automatic)`, as the chain records them)
+/// approve a batch that needs `required` distinct approvers: an
+/// auto-approval does on its own.
+pub(crate) fn approved(approvals: &[(String, bool)], required: i32) -> bool {
+    if approvals.iter().any(|(_, automatic)| *automatic) {
+        return true;
+    }
+    let mut people: Vec<String> = approvals.iter().map(|(n, _)| same_person(n)).collect();
+    people.sort();
+    people.dedup();
+    i64::try_from(people.len()).unwrap_or(i64::MAX) >= i64::from(required)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,7 +219,8 @@ mod tests {
             base.clone().with_legal_minimum(Period::days(90)),
             base.clone().with_provenance("p", "r"),
             base.clone().with_review(Review::new().approvers(2)),
-            base.clone().with_review(Review::new().auto_approve_after(Period::days(1))),
+            base.clone()
+                .with_review(Review::new().auto_approve_after(Period::days(1))),
             Rule::new(Period::days(31), Strategy::SoftDelete)
                 .then(Period::days(60), Strategy::Purge)
                 .with_review(Review::new()),
@@ -212,6 +231,17 @@ mod tests {
         assert_ne!(base.content(0).hash, hash);
         // Per-row audit changes what is recorded, not which rows go.
         assert_eq!(base.clone().with_per_row_audit().content(1).hash, hash);
+    }
+
+    #[test]
+    fn two_approvers_are_two_people_and_auto_approves_alone() {
+        let a = |n: &str| (n.to_owned(), false);
+        assert!(!approved(&[a("ann")], 2));
+        assert!(!approved(&[a("ann"), a(" Ann ")], 2));
+        assert!(approved(&[a("ann"), a("bob")], 2));
+        assert!(approved(&[a("ann")], 1));
+        assert!(approved(&[("auto".into(), true)], 2));
+        assert!(!approved(&[], 1));
     }
 
     #[test]

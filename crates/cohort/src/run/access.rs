@@ -155,6 +155,7 @@ impl Engine {
                     cache: false,
                     marker: None,
                     stage: None,
+                    review: None,
                 };
                 let mut counts = AccessType {
                     entity_id: e.entity_id,

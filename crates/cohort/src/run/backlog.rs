@@ -201,6 +201,7 @@ impl Engine {
                     cache: self.options.connection_mode.caches_statements(),
                     marker: None,
                     stage: plan.stage.as_ref().map(StageValues::preview),
+                    review: None,
                 };
                 match measure(&mut conn, &sql, &values).await {
                     Ok(c) => {

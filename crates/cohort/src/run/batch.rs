@@ -91,6 +91,23 @@ pub(crate) struct Values<'a> {
     pub(crate) marker: Option<RunKind>,
     /// A stage of a staged rule's values (`None` for a single-stage rule).
     pub(crate) stage: Option<StageValues>,
+    /// Disposition review's values (`None` unless the stage is under
+    /// review, contract DR1).
+    pub(crate) review: Option<ReviewValues>,
+}
+
+/// The values disposition review binds (contracts DR1, DR2; see
+/// `run::review`).
+#[derive(Debug, Clone)]
+pub(crate) struct ReviewValues {
+    /// The batch carried out, or frozen into ([`P::Batch`]).
+    pub(crate) batch: Uuid,
+    /// The rule's stage ([`P::ReviewStage`]).
+    pub(crate) stage: i32,
+    /// The rule's content hash ([`P::RuleHash`]).
+    pub(crate) rule_hash: Vec<u8>,
+    /// The run's logical time ([`P::LogicalNow`]).
+    pub(crate) now: PgTime,
 }
 
 /// The values a stage of a staged rule binds (contract SL1).
@@ -151,6 +168,18 @@ pub(crate) fn bind_values<'q>(
     matters: &MatterSet,
 ) -> PgQuery<'q> {
     bind(statement, v, None, None, matters)
+}
+
+/// Binds a keyset statement (a freeze, contract DR1) after `after`, the
+/// previous batch's upper key `(anchor, record id)`.
+pub(crate) fn bind_after<'q>(
+    statement: &'q Statement<P>,
+    v: &Values<'_>,
+    after: Option<(PgTime, String)>,
+    matters: &MatterSet,
+) -> PgQuery<'q> {
+    let cursor = after.map(|(anchor, key)| Cursor { anchor, key });
+    bind(statement, v, cursor.as_ref(), None, matters)
 }
 
 /// Binds `statement`'s parameters in order, with the type's matters.
@@ -226,6 +255,10 @@ fn bind_with<'q>(
                     .unwrap_or_default(),
             ),
             P::ArchiveTable => q.bind(v.entity.archive.as_ref().map(|a| a.entity.table.unquoted())),
+            P::Batch => q.bind(v.review.as_ref().map(|r| r.batch)),
+            P::ReviewStage => q.bind(v.review.as_ref().map(|r| r.stage)),
+            P::RuleHash => q.bind(v.review.as_ref().map(|r| r.rule_hash.clone())),
+            P::LogicalNow => q.bind(v.review.as_ref().map(|r| r.now)),
         };
     }
     q

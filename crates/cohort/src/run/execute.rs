@@ -94,6 +94,8 @@ struct EntityOutcome {
     summary: EntitySummary,
     failure: Option<Failure>,
     cancelled: bool,
+    /// What disposition review did (contract DR1, DR2).
+    disposition: Vec<crate::disposition::DispositionActivity>,
 }
 
 impl Engine {
@@ -215,6 +217,7 @@ impl Engine {
         };
 
         let mut summaries = Vec::new();
+        let mut dispositions = Vec::new();
         let mut failures = Vec::new();
         let mut was_cancelled = false;
         let mut processed = 0usize;
@@ -232,6 +235,38 @@ impl Engine {
                     Err(f) => vec![Err(f)],
                 },
             };
+            // Disposition batches bound to a rule that changed are voided
+            // (contract DR2); a sweep never carries one out anyway.
+            if spec.erasure.is_none() && !spec.dry_run && stages.iter().all(Result::is_ok) {
+                let plans: Vec<EntityPlan> = stages.iter().filter_map(|p| p.clone().ok()).collect();
+                let owner = RunOwner {
+                    runs: ledger.runs(),
+                    run_id,
+                    token: lease.token(),
+                };
+                match super::review::void_stale(
+                    conn,
+                    inner,
+                    &ledger,
+                    e,
+                    scope.ledger_tenant(),
+                    &plans,
+                    run_id,
+                    Some(&owner),
+                )
+                .await
+                {
+                    Ok(voided) => dispositions.extend(voided),
+                    Err(err) => {
+                        let f = Failure::from_sqlx(&err);
+                        tracing::warn!(
+                            entity_id = %e.entity_id,
+                            diagnostic_id = %f.diagnostic_id,
+                            "voiding the type's stale disposition batches failed; the next sweep tries again"
+                        );
+                    }
+                }
+            }
             // A later stage never takes a row stamped by this run.
             let began = if stages.len() > 1 {
                 match stage_clock(conn).await {
@@ -285,6 +320,7 @@ impl Engine {
                     })
                     .await;
                 summaries.push(outcome.summary);
+                dispositions.extend(outcome.disposition);
                 if outcome.cancelled {
                     was_cancelled = true;
                     break;
@@ -347,6 +383,7 @@ impl Engine {
             entity_failures: failures,
             exempt: self.exempt_types(),
             tables: Vec::new(),
+            dispositions,
         })
     }
 
@@ -450,6 +487,7 @@ impl Engine {
                     summary,
                     failure: None,
                     cancelled: false,
+                    disposition: Vec::new(),
                 };
             }
             Err(err) => {
@@ -508,7 +546,42 @@ impl Engine {
                     .legal_cutoff
                     .map_or(PgTime::INFINITY, |c| PgTime::cutoff(&c)),
             }),
+            review: None,
         };
+
+        // DR1, DR2: a stage under review changes only approved batches'
+        // rows and freezes the rest for review; never a partition drop.
+        if let (Some(review), None) = (&plan.review, &spec.erasure) {
+            let reviewed = super::review::Reviewed {
+                engine: inner,
+                e,
+                plan: &plan,
+                review,
+                ledger,
+                sql: &sql,
+                values: &values,
+                cancellation: &spec.cancellation,
+                dry_run: spec.dry_run,
+            };
+            let out = reviewed.run(conn, delivery).await;
+            summary.affected = out.changed;
+            summary.held = out.held;
+            summary.skipped = out.skipped;
+            summary.null_anchor = out.null_anchor;
+            summary.legal_minimum = out.legal_minimum;
+            let mut outcome = finish(
+                ledger,
+                conn,
+                lease,
+                summary,
+                pg_cutoff,
+                out.failure,
+                out.cancelled,
+            )
+            .await;
+            outcome.disposition = out.activity;
+            return outcome;
+        }
 
         // PT1: a purge of a table partitioned by range on its anchor drops
         // the partitions that may go first; the batches sweep the rest.
@@ -675,6 +748,7 @@ async fn finish(
         summary,
         failure,
         cancelled,
+        disposition: Vec::new(),
     }
 }
 

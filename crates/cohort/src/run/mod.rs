@@ -13,6 +13,7 @@ mod partitions;
 mod plan;
 mod preview;
 mod replay;
+mod review;
 mod statements;
 mod sweep;
 
@@ -122,6 +123,10 @@ pub struct RunResult {
     /// SA3: [`SweepOptions::vacuum`], [`ErasureRequest::vacuum`]). Empty for
     /// a dry run.
     pub tables: Vec<TableMaintenance>,
+    /// What disposition review did (contracts DR1, DR2): batches frozen,
+    /// auto-approved, carried out and voided, in order. Empty for an
+    /// erasure and a dry run.
+    pub dispositions: Vec<crate::disposition::DispositionActivity>,
 }
 
 impl RunResult {

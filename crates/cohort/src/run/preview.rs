@@ -53,6 +53,16 @@ pub struct PreviewEntry {
     /// Empty when none (and then left out of JSON).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub matters: Vec<Uuid>,
+    /// Whether the stage is under disposition review (contract DR1): a
+    /// sweep then changes only the rows of approved batches (what
+    /// `eligible` counts) and freezes the other rows it would change for
+    /// review (`awaiting_review`). False (and left out of JSON) otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub review: bool,
+    /// Under review: the eligible rows not held that no batch holds yet,
+    /// which a sweep would freeze into a new batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub awaiting_review: Option<u64>,
 }
 
 /// A count-only preview of a sweep.
@@ -99,6 +109,8 @@ impl Engine {
                 failure: None,
                 partitions: Vec::new(),
                 matters: Vec::new(),
+                review: false,
+                awaiting_review: None,
             };
             // One entry per stage of a staged rule (contract SL1).
             let plans = match plan_stages(inner.provider.as_ref(), e, scope.tenant(), now).await {
@@ -152,7 +164,39 @@ impl Engine {
                         cache: inner.options.connection_mode.caches_statements(),
                         marker: None,
                         stage: plan.stage.as_ref().map(StageValues::preview),
+                        review: None,
                     };
+                    if let Some(review) = &plan.review {
+                        let reviewed = super::review::Reviewed {
+                            engine: inner,
+                            e,
+                            plan: &plan,
+                            review,
+                            ledger: &ledger,
+                            sql: &sql,
+                            values: &values,
+                            cancellation: &None,
+                            dry_run: true,
+                        };
+                        entry.review = true;
+                        match reviewed.preview(&mut conn).await {
+                            Ok((approved, awaiting)) => {
+                                entry.eligible = approved;
+                                entry.awaiting_review = Some(awaiting);
+                            }
+                            Err(err) => entry.failure = Some(Failure::from_sqlx(&err)),
+                        }
+                        match measure(&mut conn, &sql, &values).await {
+                            Ok(c) => {
+                                entry.held = c.held;
+                                entry.null_anchor = c.null_anchor;
+                                entry.matters = c.matters;
+                            }
+                            Err(err) => entry.failure = Some(Failure::from_sqlx(&err)),
+                        }
+                        entries.push(entry);
+                        continue;
+                    }
                     if plan.stage.is_none()
                         && partitions::applies(e, plan.rule.strategy, true, &inner.options)
                     {

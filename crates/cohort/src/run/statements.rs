@@ -102,6 +102,16 @@ pub(crate) enum P {
     ArchiveTable,
     /// The values of a category's slice (text[]; contract SL3).
     SliceValues,
+    /// The disposition batch (uuid) a sweep carries out or freezes into
+    /// (contracts DR1, DR2; see `run::review`).
+    Batch,
+    /// The rule's stage a disposition batch is for (int4).
+    ReviewStage,
+    /// The SHA-256 of the rule's content (bytea).
+    RuleHash,
+    /// The run's logical time (`PgTime`): rejections and extensions keep
+    /// rows until then.
+    LogicalNow,
 }
 
 /// One stage of a staged rule, as its statements see it (contract SL1).
@@ -178,6 +188,9 @@ struct Parts<'a> {
     capture: bool,
     /// The stage of a staged rule, if any.
     stage: Option<StageSql<'a>>,
+    /// Whether the statements are restricted to the rows of one approved
+    /// disposition batch ([`P::Batch`]; contract DR2).
+    batch: bool,
 }
 
 impl Parts<'_> {
@@ -210,6 +223,9 @@ impl Parts<'_> {
         s.push_str(&self.pending());
         s.push_str(&self.stage_state(b));
         s.push_str(&self.slice(b));
+        if self.batch {
+            s.push_str(&self.in_batch(b));
+        }
         s
     }
 
@@ -869,6 +885,7 @@ impl EntitySql {
             schema,
             capture: false,
             stage: None,
+            batch: false,
         };
         let mut b = Params::new();
         let eligible = parts.eligible(&mut b);
@@ -906,6 +923,26 @@ impl EntitySql {
         capture: bool,
         stage: Option<StageSql<'_>>,
     ) -> EntitySql {
+        Self::build_in(
+            e, strategy, schema, ledger, purpose, per_row, capture, stage, false,
+        )
+    }
+
+    /// [`EntitySql::build`] for a sweep; with `batch`, every statement is
+    /// restricted to the rows of the disposition batch [`P::Batch`]
+    /// (contract DR2).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build_in(
+        e: &ResolvedEntity,
+        strategy: Strategy,
+        schema: &SchemaName,
+        ledger: &Ledger,
+        purpose: &Purpose<'_>,
+        per_row: bool,
+        capture: bool,
+        stage: Option<StageSql<'_>>,
+        batch: bool,
+    ) -> EntitySql {
         // Handlers' work refers to the row details: capture implies them.
         let per_row = per_row || capture;
         let parts = Parts {
@@ -918,6 +955,7 @@ impl EntitySql {
             schema,
             capture,
             stage,
+            batch,
         };
         let customs = parts.customs().count();
         let erasure = parts.erasure();
@@ -936,5 +974,113 @@ impl EntitySql {
             per_row,
             capture,
         }
+    }
+}
+
+/// Disposition review (contracts DR1, DR2): the batch restriction of a
+/// carry-out, and the freeze.
+impl Parts<'_> {
+    /// ` AND` row `t` is one of the batch's frozen record ids: a per-row
+    /// probe of the records' primary key, kept a subplan (`OFFSET 0`), so a
+    /// batch's cost follows the batch and not the disposition batch's size.
+    fn in_batch(&self, b: &mut Params<P>) -> String {
+        format!(
+            " AND EXISTS (SELECT 1 FROM {records} AS dr \
+               WHERE dr.batch_id = {batch}::pg_catalog.uuid \
+                 AND dr.record_id = (t.{rid})::pg_catalog.text OFFSET 0)",
+            records = self.schema.table("retention_disposition_records"),
+            batch = b.p(P::Batch),
+            rid = self.e.record_id.name,
+        )
+    }
+
+    /// Row `t` is in a batch of the type, tenant and stage that keeps it
+    /// from a new freeze: one waiting for or under its decision, or one
+    /// rejected or extended under the same rule until after the run's
+    /// logical time.
+    fn frozen_elsewhere(&self, b: &mut Params<P>) -> String {
+        format!(
+            "EXISTS (SELECT 1 FROM {records} AS dr \
+               JOIN {batches} AS db ON db.batch_id = dr.batch_id \
+              WHERE dr.record_id = (t.{rid})::pg_catalog.text \
+                AND db.retained_entity_id = {entity} AND db.tenant_id = {tenant} \
+                AND db.stage = {stage}::pg_catalog.int4 \
+                AND (db.status IN ('Pending', 'Approved', 'CarryingOut') \
+                     OR (db.status IN ('Rejected', 'Extended') \
+                         AND db.rule_hash = {hash}::pg_catalog.bytea \
+                         AND db.keep_until > {now}::pg_catalog.timestamptz)) OFFSET 0)",
+            records = self.schema.table("retention_disposition_records"),
+            batches = self.schema.table("retention_disposition_batches"),
+            rid = self.e.record_id.name,
+            entity = b.p(P::Entity),
+            tenant = b.p(P::LedgerTenant),
+            stage = b.p(P::ReviewStage),
+            hash = b.p(P::RuleHash),
+            now = b.p(P::LogicalNow),
+        )
+    }
+
+    /// One keyset batch of a freeze: the next `batch size` eligible rows
+    /// (in the sweep's order) that no open batch holds, of which those not
+    /// held go into batch [`P::Batch`] by `INSERT ... SELECT`, nothing
+    /// through the client. Returns `frozen`, `hi_anchor` and `hi_key`
+    /// (NULL after the last batch).
+    fn freeze(&self, after: bool) -> Statement<P> {
+        let mut b = Params::new();
+        let e = self.e;
+        let (table, anchor, rid) = (&e.table, &self.age().name, &e.record_id.name);
+        let eligible = self.eligible(&mut b);
+        let lo = if after {
+            self.after(&mut b)
+        } else {
+            String::new()
+        };
+        let frozen = self.frozen_elsewhere(&mut b);
+        let offset = b.p(P::Offset);
+        let held = self.held(&mut b);
+        let batch = b.p(P::Batch);
+        let text = format!(
+            "WITH hi AS MATERIALIZED ( \
+               SELECT t.{anchor} AS a, t.{rid} AS k FROM {table} AS t \
+               WHERE {eligible}{lo} AND NOT {frozen} {order} OFFSET {offset} LIMIT 1), \
+             ins AS (INSERT INTO {records} (batch_id, record_id) \
+               SELECT {batch}::pg_catalog.uuid, (t.{rid})::pg_catalog.text FROM {table} AS t \
+               WHERE {eligible}{lo} \
+                 AND (t.{anchor}, t.{rid}) <= (COALESCE((SELECT hi.a FROM hi), 'infinity'::pg_catalog.timestamptz), \
+                                                (SELECT hi.k FROM hi)) \
+                 AND NOT {frozen} AND NOT {held} RETURNING 1) \
+             SELECT (SELECT pg_catalog.count(*) FROM ins) AS frozen, \
+                    (SELECT (hi.a)::pg_catalog.timestamptz FROM hi) AS hi_anchor, \
+                    (SELECT (hi.k)::pg_catalog.text FROM hi) AS hi_key",
+            records = self.schema.table("retention_disposition_records"),
+            order = self.order(),
+        );
+        b.finish(text)
+    }
+}
+
+impl EntitySql {
+    /// The freeze of a sweep's rows under review (contract DR1), first
+    /// keyset batch and later ones: see `run::review`.
+    pub(crate) fn freeze(
+        e: &ResolvedEntity,
+        strategy: Strategy,
+        schema: &SchemaName,
+        ledger: &Ledger,
+        stage: Option<StageSql<'_>>,
+    ) -> [Statement<P>; 2] {
+        let parts = Parts {
+            e,
+            strategy,
+            purpose: &Purpose::Sweep,
+            holds: schema.table("retention_holds").to_string(),
+            ledger,
+            per_row: false,
+            schema,
+            capture: false,
+            stage,
+            batch: false,
+        };
+        [parts.freeze(false), parts.freeze(true)]
     }
 }

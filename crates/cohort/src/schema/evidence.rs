@@ -60,6 +60,9 @@ pub(crate) enum LinkKind {
     HoldRemoval,
     /// A matter's creation, change or release (the install's matter chain).
     Matter,
+    /// A decision on a disposition batch (the install's disposition chain,
+    /// migration 10).
+    Disposition,
 }
 
 use Enc::{Bool, Hash, Int, Text, Time, Uuid};
@@ -162,6 +165,30 @@ const MATTER_FIELDS: &[(&str, Enc)] = &[
     ("recorded_at", Time),
 ];
 
+const DISPOSITION_FIELDS: &[(&str, Enc)] = &[
+    ("chain_seq", Int),
+    ("chain_prev", Hash),
+    ("decision_id", Uuid),
+    ("batch_id", Uuid),
+    ("decision", Text),
+    ("decided_by", Text),
+    ("automatic", Bool),
+    ("retained_entity_id", Uuid),
+    ("tenant_id", Uuid),
+    ("stage", Int),
+    ("rule_hash", Hash),
+    ("approvers_required", Int),
+    ("reason", Text),
+    ("keep_until", Time),
+    ("run_id", Uuid),
+    ("row_count", Int),
+    ("changed_count", Int),
+    ("held_count", Int),
+    ("left_count", Int),
+    ("ineligible_count", Int),
+    ("decided_at", Time),
+];
+
 impl LinkKind {
     /// The domain tag, the first field of every canonical encoding.
     pub(crate) const fn tag(self) -> &'static str {
@@ -172,6 +199,7 @@ impl LinkKind {
             LinkKind::HoldCreated => "cohort-ev1:hold",
             LinkKind::HoldRemoval => "cohort-ev1:hold-removal",
             LinkKind::Matter => "cohort-ev1:matter",
+            LinkKind::Disposition => "cohort-ev1:disposition",
         }
     }
 
@@ -184,6 +212,7 @@ impl LinkKind {
             LinkKind::HoldCreated => HOLD_CREATED_FIELDS,
             LinkKind::HoldRemoval => HOLD_REMOVAL_FIELDS,
             LinkKind::Matter => MATTER_FIELDS,
+            LinkKind::Disposition => DISPOSITION_FIELDS,
         }
     }
 }
@@ -780,6 +809,7 @@ mod tests {
             LinkKind::Detail => "sweep_run_row_detail",
             LinkKind::HoldCreated | LinkKind::HoldRemoval => "retention_holds",
             LinkKind::Matter => "retention_matter_events",
+            LinkKind::Disposition => "retention_disposition_decisions",
         };
         for k in [
             LinkKind::Run,
@@ -788,6 +818,7 @@ mod tests {
             LinkKind::HoldCreated,
             LinkKind::HoldRemoval,
             LinkKind::Matter,
+            LinkKind::Disposition,
         ] {
             let t = TABLES
                 .iter()

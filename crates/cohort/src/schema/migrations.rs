@@ -10,7 +10,7 @@ pub use crate::error::readiness::MigrationId;
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 10] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 11] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -67,6 +67,12 @@ pub(super) const MIGRATIONS: [MigrationInfo; 10] = [
     },
     MigrationInfo {
         version: 10,
+        name: "cohort_disposition",
+        summary: "disposition review: the batches sweeps freeze for review instead of changing them, their record ids, and the evidence chain of the decisions on them",
+        data_step: None,
+    },
+    MigrationInfo {
+        version: 11,
         name: "cohort_archive",
         summary: "the archive strategy: the ledger accepts Archive, and each archive batch's count and checksum are recorded",
         data_step: None,
@@ -75,7 +81,7 @@ pub(super) const MIGRATIONS: [MigrationInfo; 10] = [
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -134,7 +140,9 @@ impl Migration {
 /// (`cohort_leases`) gives runs and the scheduled worker leases instead of
 /// session locks; migration 8 (`cohort_matters`) adds matter holds;
 /// migration 9 (`cohort_subject_access`) the record of subject access
-/// exports. The last one's version is [`SCHEMA_VERSION`].
+/// exports; migration 10 (`cohort_disposition`) disposition review;
+/// migration 11 (`cohort_archive`) the archive strategy. The last one's
+/// version is [`SCHEMA_VERSION`].
 ///
 /// ```
 /// let schema = cohort::schema::SchemaName::new("retention")?;
@@ -231,7 +239,7 @@ impl Layout {
 /// // Once per Cohort upgrade (a build step or a one-off), then commit the files.
 /// let schema = SchemaName::new("retention")?;
 /// let written = write_migration_files("migrations/cohort", &schema, Layout::Sqlx)?;
-/// assert_eq!(written.len(), 10);
+/// assert_eq!(written.len(), 14);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
@@ -332,7 +340,8 @@ mod tests {
                 "0007_cohort_leases.sql",
                 "0008_cohort_matters.sql",
                 "0009_cohort_subject_access.sql",
-                "0010_cohort_archive.sql"
+                "0010_cohort_disposition.sql",
+                "0011_cohort_archive.sql"
             ]
         );
         assert_eq!(
@@ -347,7 +356,8 @@ mod tests {
                 "V7__cohort_leases.sql",
                 "V8__cohort_matters.sql",
                 "V9__cohort_subject_access.sql",
-                "V10__cohort_archive.sql"
+                "V10__cohort_disposition.sql",
+                "V11__cohort_archive.sql"
             ]
         );
     }
@@ -361,7 +371,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 13);
+        assert_eq!(first.len(), 14);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

@@ -1,4 +1,4 @@
-//! Cohort's five tables: numbered migrations for the host's migration tool,
+//! Cohort's tables: numbered migrations for the host's migration tool,
 //! and the readiness check that proves they are installed.
 //!
 //! Cohort never creates or alters its tables at run time: put
@@ -8,6 +8,7 @@
 #![doc = include_str!("../../../../docs/schema.md")]
 
 mod ddl;
+mod disposition;
 pub(crate) mod evidence;
 pub(crate) mod fence;
 mod matters;
@@ -30,8 +31,9 @@ use crate::sql::Ident;
 /// The names of Cohort's tables, in creation order: the five of migration
 /// 1, the registry of retained types (migration 5), the worker's lease
 /// (migration 7), matter holds and their evidence (migration 8), subject
-/// access exports (migration 9).
-pub const TABLES: [&str; 11] = [
+/// access exports (migration 9), disposition batches, their records and the
+/// decisions on them (migration 10), archive batches (migration 11).
+pub const TABLES: [&str; 14] = [
     "sweep_run",
     "sweep_run_entity_summary",
     "sweep_run_row_detail",
@@ -42,6 +44,9 @@ pub const TABLES: [&str; 11] = [
     "retention_matters",
     "retention_matter_events",
     "retention_subject_access",
+    "retention_disposition_batches",
+    "retention_disposition_records",
+    "retention_disposition_decisions",
     "retention_archive_batches",
 ];
 

@@ -334,10 +334,23 @@ pub(super) const MATTERS: i64 = 8;
 /// SA1) and marks an erasure that replays another (SA2).
 pub(super) const SUBJECT_ACCESS: i64 = 9;
 
+/// The migration that adds disposition review (contracts DR1-DR3): the
+/// batches a sweep freezes, their record ids, and the evidence chain of the
+/// decisions on them.
+pub(super) const DISPOSITION: i64 = 10;
+
+/// The disposition decisions' evidence trigger function (see
+/// [`super::disposition`]).
+pub(super) const DISPOSITION_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "retention_disposition_decisions_chain",
+    body: super::disposition::chain_trigger_body,
+    definer: true,
+};
+
 /// The migration that adds the archive strategy (contract SL2): the
 /// ledger's strategy and action checks accept `Archive`, and each archive
 /// batch's count and checksum are recorded.
-pub(super) const ARCHIVE: i64 = 10;
+pub(super) const ARCHIVE: i64 = 11;
 
 /// The matters' fence trigger function (see [`super::matters`]).
 pub(super) const MATTER_FENCE_FUNCTION: FunctionSpec = FunctionSpec {
@@ -370,7 +383,7 @@ pub(super) const RUN_CHAIN_FUNCTION_SUBJECT: FunctionSpec = FunctionSpec {
 };
 
 /// Cohort's tables, in creation order (foreign keys point backwards).
-pub(super) const TABLES: [TableSpec; 11] = [
+pub(super) const TABLES: [TableSpec; 14] = [
     TableSpec {
         name: "sweep_run",
         since: 1,
@@ -855,6 +868,139 @@ pub(super) const TABLES: [TableSpec; 11] = [
         triggers: &[],
     },
     TableSpec {
+        name: "retention_disposition_batches",
+        since: DISPOSITION,
+        // One row per disposition batch (contract DR1): what a sweep froze
+        // for review instead of changing it, per type, tenant and stage,
+        // bound to the rule that selected it; then its state as decisions
+        // are taken, and what was carried out.
+        columns: &[
+            col("batch_id", Uuid, true),
+            col("retained_entity_id", Uuid, true),
+            col("entity_type", Text, true),
+            col("category", Text, true),
+            col("tenant_id", Uuid, true),
+            col("stage", Integer, true),
+            col("strategy", Text, true),
+            col("rule_hash", Bytea, true),
+            col("rule_content", Text, true),
+            col("review", Jsonb, true),
+            col("run_id", Uuid, true),
+            col("frozen_at", Timestamptz, true),
+            col("created_at", Timestamptz, true),
+            col("row_count", Bigint, true),
+            col("approvers_required", Integer, true),
+            col("auto_approve_at", Timestamptz, false),
+            col("status", Text, true),
+            col("keep_until", Timestamptz, false),
+            col("carried_run_id", Uuid, false),
+            col("changed_count", Bigint, false),
+            col("held_count", Bigint, false),
+            col("left_count", Bigint, false),
+            col("ineligible_count", Bigint, false),
+            col("decided_at", Timestamptz, false),
+        ],
+        primary_key: key("retention_disposition_batches_pkey", &["batch_id"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[
+            check(
+                "retention_disposition_batches_status_check",
+                r#""status" IN ('Pending', 'Approved', 'CarryingOut', 'CarriedOut', 'Rejected', 'Extended', 'Voided')"#,
+            ),
+            check(
+                "retention_disposition_batches_approvers_check",
+                r#""approvers_required" BETWEEN 1 AND 2 AND "stage" >= 0"#,
+            ),
+        ],
+        indexes: &[index(
+            "retention_disposition_batches_scope_idx",
+            &["retained_entity_id", "tenant_id", "stage", "status"],
+        )],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "retention_disposition_records",
+        since: DISPOSITION,
+        // The record ids a batch froze, one row each (canonical text, as
+        // holds store them): written once by the freezing sweep, read by
+        // the sweep that carries the batch out (a semi-join in its
+        // statements) and by the next freezes (a row in an open batch is
+        // not frozen again).
+        columns: &[col("batch_id", Uuid, true), col("record_id", Text, true)],
+        primary_key: key(
+            "retention_disposition_records_pkey",
+            &["batch_id", "record_id"],
+        ),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[],
+        indexes: &[index(
+            "retention_disposition_records_record_idx",
+            &["record_id"],
+        )],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "retention_disposition_decisions",
+        since: DISPOSITION,
+        // The proof of disposition (contract DR3): every decision on a
+        // batch, who took it, when, under which rule hash and with which
+        // counts, one link each of an install-wide chain its trigger
+        // writes. Append-only.
+        columns: &[
+            col("chain_seq", Bigint, true),
+            col("chain_prev", Bytea, false),
+            col("chain_hash", Bytea, true),
+            col("decision_id", Uuid, true),
+            col("batch_id", Uuid, true),
+            col("decision", Text, true),
+            col("decided_by", Text, true),
+            col("automatic", Boolean, true),
+            col("retained_entity_id", Uuid, true),
+            col("tenant_id", Uuid, true),
+            col("stage", Integer, true),
+            col("rule_hash", Bytea, true),
+            col("approvers_required", Integer, false),
+            col("reason", Text, false),
+            col("keep_until", Timestamptz, false),
+            col("run_id", Uuid, false),
+            col("row_count", Bigint, false),
+            col("changed_count", Bigint, false),
+            col("held_count", Bigint, false),
+            col("left_count", Bigint, false),
+            col("ineligible_count", Bigint, false),
+            col("decided_at", Timestamptz, true),
+        ],
+        primary_key: key("retention_disposition_decisions_pkey", &["chain_seq"]),
+        unique: &[key(
+            "retention_disposition_decisions_decision_key",
+            &["decision_id"],
+        )],
+        foreign_keys: &[],
+        checks: &[
+            check(
+                "retention_disposition_decisions_decision_check",
+                r#""decision" IN ('Frozen', 'Approved', 'Rejected', 'Extended', 'Voided', 'CarriedOut')"#,
+            ),
+            check(
+                "retention_disposition_decisions_by_check",
+                r#"length(btrim("decided_by")) > 0"#,
+            ),
+        ],
+        indexes: &[index(
+            "retention_disposition_decisions_batch_idx",
+            &["batch_id", "chain_seq"],
+        )],
+        triggers: &[TriggerSpec {
+            name: "retention_disposition_decisions_chain",
+            timing: TriggerTiming::Before,
+            events: &[TriggerEvent::Insert],
+            function: &DISPOSITION_CHAIN_FUNCTION,
+            since: DISPOSITION,
+        }],
+    },
+    TableSpec {
         name: "retention_archive_batches",
         since: ARCHIVE,
         // One row per committed archive batch (contract SL2), written by
@@ -982,7 +1128,7 @@ pub(super) const ALTERATIONS: [AlterationSpec; 7] = [
             function: &RUN_CHAIN_FUNCTION_SUBJECT,
         },
     },
-    // Migration 10: the archive strategy in the ledger (contract SL2).
+    // Migration 11: the archive strategy in the ledger (contract SL2).
     AlterationSpec {
         since: ARCHIVE,
         table: "sweep_run_entity_summary",

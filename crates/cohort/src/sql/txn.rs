@@ -199,6 +199,34 @@ pub(crate) async fn begin_fence(
     .map(|_| ())
 }
 
+/// Begins a transaction of Cohort's that writes for a run without taking an
+/// entity fence (disposition review's bookkeeping and freezes, contract
+/// DR1): `pg_catalog` first on `search_path`, no wait for the WAL flush, row
+/// locks waited for at most `lock_wait`, and the run's owner checked as a
+/// batch checks it ([`RunOwner`]), all in one message. On error the
+/// transaction may be open and failed: call [`rollback`].
+pub(crate) async fn begin_owned(
+    conn: &mut PgConnection,
+    owner: Option<&RunOwner<'_>>,
+    lock_wait: Duration,
+) -> Result<(), sqlx::Error> {
+    let sql = format!(
+        "BEGIN ISOLATION LEVEL READ COMMITTED; \
+         SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
+                    pg_catalog.current_setting('search_path'), true), \
+                pg_catalog.set_config('synchronous_commit', 'off', true), \
+                pg_catalog.set_config('lock_timeout', '{wait}', true){owned}",
+        wait = millis(lock_wait),
+        owned = owner
+            .map(|o| format!("; {}", o.check_sql()))
+            .unwrap_or_default(),
+    );
+    sqlx::raw_sql(AssertSqlSafe(sql))
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
 /// Begins a short transaction of Cohort's in one round trip, with
 /// `pg_catalog` first on `search_path` and no wait for the WAL flush at
 /// commit, both for this transaction only: what the row-handler dispatcher

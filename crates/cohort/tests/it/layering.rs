@@ -53,6 +53,10 @@ const LAYERS: &[(&str, &str)] = &[
     ("engine", "the state every operation runs on"),
     ("holds", "legal holds and host deletions"),
     (
+        "disposition",
+        "disposition review: batches and the decisions on them",
+    ),
+    (
         "run",
         "preview, sweeps, erasure: the executor and its batches",
     ),

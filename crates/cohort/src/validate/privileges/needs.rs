@@ -375,7 +375,7 @@ pub(super) struct CohortTable {
 /// What the engine does to Cohort's tables today (read from `ledger::writer`,
 /// `run::execute` and `holds::statements`). Keep in step with them: the test
 /// suite runs as a role granted exactly this (`COHORT_TEST_ROLE=least`).
-pub(super) const COHORT_TABLES: [CohortTable; 7] = [
+pub(super) const COHORT_TABLES: [CohortTable; 10] = [
     CohortTable {
         name: "sweep_run",
         // Settling finds the run by id and status; recovery also reads
@@ -554,6 +554,80 @@ pub(super) const COHORT_TABLES: [CohortTable; 7] = [
         update: Columns::Only(&["expires_at", "released_at"]),
         delete: false,
         why: "the matters API puts matters on hold, extends and releases them, and every mutation checks them",
+    },
+    CohortTable {
+        name: "retention_disposition_batches",
+        // Sweeps freeze batches, void, claim and close them; the
+        // disposition API lists them and records decisions on them.
+        select: Columns::All,
+        insert: Columns::Only(&[
+            "batch_id",
+            "retained_entity_id",
+            "entity_type",
+            "category",
+            "tenant_id",
+            "stage",
+            "strategy",
+            "rule_hash",
+            "rule_content",
+            "review",
+            "run_id",
+            "frozen_at",
+            "created_at",
+            "row_count",
+            "approvers_required",
+            "auto_approve_at",
+            "status",
+        ]),
+        update: Columns::Only(&[
+            "status",
+            "keep_until",
+            "carried_run_id",
+            "changed_count",
+            "held_count",
+            "left_count",
+            "ineligible_count",
+            "decided_at",
+        ]),
+        delete: false,
+        why: "a rule under review makes sweeps freeze disposition batches and carry out approved ones; \
+              the disposition API records decisions on them",
+    },
+    CohortTable {
+        name: "retention_disposition_records",
+        select: Columns::All,
+        insert: Columns::All,
+        update: Columns::None,
+        delete: false,
+        why: "a disposition batch keeps the record ids it froze, which the sweep that carries it out reads",
+    },
+    CohortTable {
+        name: "retention_disposition_decisions",
+        // Insert-only; its trigger writes the chain columns and the time.
+        select: Columns::All,
+        insert: Columns::Only(&[
+            "decision_id",
+            "batch_id",
+            "decision",
+            "decided_by",
+            "automatic",
+            "retained_entity_id",
+            "tenant_id",
+            "stage",
+            "rule_hash",
+            "approvers_required",
+            "reason",
+            "keep_until",
+            "run_id",
+            "row_count",
+            "changed_count",
+            "held_count",
+            "left_count",
+            "ineligible_count",
+        ]),
+        update: Columns::None,
+        delete: false,
+        why: "every decision on a disposition batch is a link of the evidence chain",
     },
     CohortTable {
         name: "sweep_worker_lease",
