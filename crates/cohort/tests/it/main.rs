@@ -25,6 +25,9 @@
 //!   every mutation path (`races`), what requests accept (`requests`), holds
 //!   written with plain SQL however they spell the record id (`canonical`).
 //!   H, DL.
+//! - `disposition`: disposition review: what sweeps freeze and carry out
+//!   (`sweeps`), decisions and their refusals (`decisions`), approvals and
+//!   sweeps racing (`races`), the proof of disposition (`proof`). DR.
 //! - `fence`: the batch protocol under the entity fence. X18, H11.
 //! - `handlers`: row handlers' capture and delivery (`delivery`), the guide's
 //!   example (`guide`). RH.
@@ -56,6 +59,7 @@
 //! Exceptions, test binaries of their own: `tests/ui.rs` (trybuild's
 //! compile-fail cases; its header says why).
 
+mod disposition;
 mod erasure;
 mod evidence;
 mod fence;
