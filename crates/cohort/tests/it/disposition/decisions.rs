@@ -3,8 +3,8 @@
 
 use chrono::Duration;
 use cohort::Error;
-use cohort::disposition::{BatchStatus, DispositionError};
 use cohort::Review;
+use cohort::disposition::{BatchStatus, DispositionError};
 use uuid::Uuid;
 
 use super::*;
@@ -35,7 +35,10 @@ async fn bad_decisions_are_typed_errors_and_change_nothing() {
 
     // An approver name that is empty or blank; too long; with NUL.
     for name in ["", "   "] {
-        let err = d.approve(&mut conn, batch.batch_id, name).await.expect_err("empty");
+        let err = d
+            .approve(&mut conn, batch.batch_id, name)
+            .await
+            .expect_err("empty");
         assert_eq!(refused(&err), &DispositionError::EmptyDecider);
     }
     let err = d
@@ -43,16 +46,28 @@ async fn bad_decisions_are_typed_errors_and_change_nothing() {
         .await
         .expect_err("long");
     assert_eq!(refused(&err), &DispositionError::InvalidDecider);
-    let err = d.approve(&mut conn, batch.batch_id, "a\0b").await.expect_err("nul");
+    let err = d
+        .approve(&mut conn, batch.batch_id, "a\0b")
+        .await
+        .expect_err("nul");
     assert_eq!(refused(&err), &DispositionError::InvalidDecider);
     // A batch that does not exist.
     let missing = Uuid::new_v4();
     for err in [
-        d.approve(&mut conn, missing, "ann").await.expect_err("approve"),
-        d.reject(&mut conn, missing, "ann", "why").await.expect_err("reject"),
-        d.extend(&mut conn, missing, "ann", now + Duration::days(9)).await.expect_err("extend"),
+        d.approve(&mut conn, missing, "ann")
+            .await
+            .expect_err("approve"),
+        d.reject(&mut conn, missing, "ann", "why")
+            .await
+            .expect_err("reject"),
+        d.extend(&mut conn, missing, "ann", now + Duration::days(9))
+            .await
+            .expect_err("extend"),
     ] {
-        assert_eq!(refused(&err), &DispositionError::NoSuchBatch { batch_id: missing });
+        assert_eq!(
+            refused(&err),
+            &DispositionError::NoSuchBatch { batch_id: missing }
+        );
     }
     // A rejection without a reason; an extension into the past.
     let err = d
@@ -79,8 +94,12 @@ async fn bad_decisions_are_typed_errors_and_change_nothing() {
         .expect("reject");
     let after_reject = decision_count(&db).await;
     for err in [
-        d.approve(&mut conn, batch.batch_id, "ann").await.expect_err("approve"),
-        d.reject(&mut conn, batch.batch_id, "ann", "again").await.expect_err("reject"),
+        d.approve(&mut conn, batch.batch_id, "ann")
+            .await
+            .expect_err("approve"),
+        d.reject(&mut conn, batch.batch_id, "ann", "again")
+            .await
+            .expect_err("reject"),
         d.extend(&mut conn, batch.batch_id, "ann", now + Duration::days(9))
             .await
             .expect_err("extend"),
@@ -114,10 +133,16 @@ async fn voided_and_carried_out_batches_refuse_approval() {
         "invoices",
         crate::support::Answer::Rule(rule.clone().with_provenance("v2", "changed")),
     );
-    cohort.sweep(&scope_a(), now).await.expect("void and freeze");
+    cohort
+        .sweep(&scope_a(), now)
+        .await
+        .expect("void and freeze");
     let all = batches(&cohort, &db).await;
     assert_eq!(all[0].status, BatchStatus::Voided);
-    let err = d.approve(&mut conn, first.batch_id, "ann").await.expect_err("voided");
+    let err = d
+        .approve(&mut conn, first.batch_id, "ann")
+        .await
+        .expect_err("voided");
     assert_eq!(
         refused(&err),
         &DispositionError::NotPending {
@@ -128,7 +153,10 @@ async fn voided_and_carried_out_batches_refuse_approval() {
 
     let second = all[1].batch_id;
     d.approve(&mut conn, second, "ann").await.expect("approve");
-    let err = d.approve(&mut conn, second, "bob").await.expect_err("approved");
+    let err = d
+        .approve(&mut conn, second, "bob")
+        .await
+        .expect_err("approved");
     assert_eq!(
         refused(&err),
         &DispositionError::NotPending {
@@ -138,7 +166,10 @@ async fn voided_and_carried_out_batches_refuse_approval() {
     );
     cohort.sweep(&scope_a(), now).await.expect("carry out");
     let before = decision_count(&db).await;
-    let err = d.approve(&mut conn, second, "bob").await.expect_err("carried out");
+    let err = d
+        .approve(&mut conn, second, "bob")
+        .await
+        .expect_err("carried out");
     assert_eq!(
         refused(&err),
         &DispositionError::NotPending {

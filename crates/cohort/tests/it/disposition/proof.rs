@@ -35,7 +35,9 @@ async fn decided(db: &TestDb) -> (Cohort, Uuid, Uuid) {
     invoice(db, 9, now, 400).await;
     cohort.sweep(&scope_a(), now).await.expect("freeze again");
     let second = batches(&cohort, db).await[1].batch_id;
-    d.reject(&mut conn, second, "bob", "still needed").await.expect("reject");
+    d.reject(&mut conn, second, "bob", "still needed")
+        .await
+        .expect("reject");
     (cohort, first, second)
 }
 
@@ -136,4 +138,169 @@ async fn a_batch_marked_approved_by_hand_is_not_carried_out_and_verification_say
             && p.kind == ProblemKind::Changed),
         "{found:#?}"
     );
+}
+
+/// A field's type, named as the library's `Enc` names its encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    Text,
+    Uuid,
+    Int,
+    Bool,
+    Time,
+    Hash,
+}
+
+use Ty::{Bool, Hash, Int, Text, Time, Uuid as U};
+
+/// Mirror of `DISPOSITION_FIELDS` in src/schema/evidence.rs (checked
+/// against it below).
+const DISPOSITION_FIELDS: &[(&str, Ty)] = &[
+    ("chain_seq", Int),
+    ("chain_prev", Hash),
+    ("decision_id", U),
+    ("batch_id", U),
+    ("decision", Text),
+    ("decided_by", Text),
+    ("automatic", Bool),
+    ("retained_entity_id", U),
+    ("tenant_id", U),
+    ("stage", Int),
+    ("rule_hash", Hash),
+    ("approvers_required", Int),
+    ("reason", Text),
+    ("keep_until", Time),
+    ("run_id", U),
+    ("row_count", Int),
+    ("changed_count", Int),
+    ("held_count", Int),
+    ("left_count", Int),
+    ("ineligible_count", Int),
+    ("decided_at", Time),
+];
+
+fn sql_type(ty: Ty) -> &'static str {
+    match ty {
+        Text => "text",
+        U => "uuid",
+        Int => "bigint",
+        Bool => "boolean",
+        Time => "timestamptz",
+        Hash => "bytea",
+    }
+}
+
+/// An expression that changes `column` (of type `ty`), NULL or not.
+fn tampered(column: &str, ty: Ty) -> String {
+    match (column, ty) {
+        // A free position (one taken is refused by the primary key).
+        ("chain_seq", _) => "chain_seq + 1000".into(),
+        ("decision", _) => {
+            "CASE WHEN decision = 'Extended' THEN 'Rejected' ELSE 'Extended' END".into()
+        }
+        (_, Text) => format!("COALESCE({column} || 'x', 'x')"),
+        (_, U) => "gen_random_uuid()".into(),
+        (_, Int) => format!("COALESCE({column} + 1, 1)"),
+        (_, Bool) => format!("NOT {column}"),
+        (_, Time) => format!("COALESCE({column} + interval '1 microsecond', now())"),
+        (_, Hash) => format!("sha256(COALESCE({column}, '\\x00'::bytea) || '\\x01'::bytea)"),
+    }
+}
+
+// contract: DR3
+#[tokio::test]
+async fn every_hashed_field_of_a_decision_changed_alone_is_named_and_restoring_it_verifies() {
+    let db = invoices_db().await;
+    let (_cohort, first, _) = decided(&db).await;
+    // The carried-out decision: every count set.
+    let seq: i64 = sqlx::query_scalar(
+        "SELECT chain_seq FROM retention_disposition_decisions \
+         WHERE batch_id = $1 AND decision = 'CarriedOut'",
+    )
+    .bind(first)
+    .fetch_one(db.pool())
+    .await
+    .expect("carried out decision");
+    assert!(problems(&db).await.is_empty());
+    let mut tried = 0;
+    let columns = DISPOSITION_FIELDS
+        .iter()
+        .copied()
+        .chain([("chain_hash", Hash)]);
+    for (column, ty) in columns {
+        let original: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT {column}::text FROM retention_disposition_decisions WHERE chain_seq = $1"
+        )))
+        .bind(seq)
+        .fetch_one(db.pool())
+        .await
+        .expect("read");
+        // The row is found again by its decision id (unless that is the
+        // column changed: then by its position).
+        let id: Uuid = sqlx::query_scalar(
+            "SELECT decision_id FROM retention_disposition_decisions WHERE chain_seq = $1",
+        )
+        .bind(seq)
+        .fetch_one(db.pool())
+        .await
+        .expect("id");
+        db.exec(&format!(
+            "UPDATE retention_disposition_decisions SET {column} = {} WHERE chain_seq = {seq}",
+            tampered(column, ty)
+        ))
+        .await;
+        let found = problems(&db).await;
+        assert!(
+            found.iter().any(|p| p.table == ChainTable::Disposition),
+            "{column} changed and not named: {found:#?}"
+        );
+        let key = if column == "decision_id" {
+            format!("chain_seq = {seq}")
+        } else if column == "chain_seq" {
+            format!("decision_id = '{id}'")
+        } else {
+            format!("chain_seq = {seq}")
+        };
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE retention_disposition_decisions SET {column} = $1::{} WHERE {key}",
+            sql_type(ty)
+        )))
+        .bind(original.clone())
+        .execute(db.pool())
+        .await
+        .expect("restore");
+        let left = problems(&db).await;
+        assert!(left.is_empty(), "{column} restored: {left:#?}");
+        tried += 1;
+    }
+    assert_eq!(tried, DISPOSITION_FIELDS.len() + 1);
+}
+
+// contract: DR3
+#[test]
+fn the_tampered_fields_mirror_the_canonical_encoding() {
+    let source = include_str!("../../../src/schema/evidence.rs");
+    let start = source
+        .find("const DISPOSITION_FIELDS: &[(&str, Enc)] = &[")
+        .expect("DISPOSITION_FIELDS in src/schema/evidence.rs");
+    let body = &source[start..];
+    let body = &body[body.find("= &[").expect("list") + 4..body.find("];").expect("end")];
+    let library: Vec<(String, String)> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("(\""))
+        .map(|l| {
+            let l = l.trim_start_matches('(').trim_end_matches("),");
+            let (name, enc) = l.split_once(',').expect("(name, Enc)");
+            (
+                name.trim().trim_matches('"').to_owned(),
+                enc.trim().to_owned(),
+            )
+        })
+        .collect();
+    let mirror: Vec<(String, String)> = DISPOSITION_FIELDS
+        .iter()
+        .map(|(name, ty)| ((*name).to_owned(), format!("{ty:?}")))
+        .collect();
+    assert_eq!(mirror, library);
 }

@@ -46,7 +46,11 @@ async fn an_approval_and_a_sweep_at_once_act_once() {
         .collect();
     assert_eq!(
         kinds,
-        [DecisionKind::Frozen, DecisionKind::Approved, DecisionKind::CarriedOut],
+        [
+            DecisionKind::Frozen,
+            DecisionKind::Approved,
+            DecisionKind::CarriedOut
+        ],
         "approved once, carried out once"
     );
 }
@@ -85,7 +89,11 @@ async fn two_sweeps_at_once_carry_an_approved_batch_out_once() {
     gate.rollback().await.expect("open the gate");
     let first = first.await.expect("join").expect("sweep");
     let second = second.await.expect("join").expect("sweep");
-    assert_eq!(first.affected() + second.affected(), 3, "{first:#?} {second:#?}");
+    assert_eq!(
+        first.affected() + second.affected(),
+        3,
+        "{first:#?} {second:#?}"
+    );
     assert!(ids(&db).await.is_empty());
     let carried: Vec<_> = decisions(&cohort, &db, batch.batch_id)
         .await

