@@ -89,6 +89,22 @@ struct Ticket {
     reporter: Uuid,
 }
 
+/// Purge under disposition review (contract DR1-DR3).
+#[derive(cohort::Retained)]
+#[cohort(
+    category = "receipts",
+    anchor = "issued_at",
+    table = "receipts",
+    schema = "Host Data"
+)]
+#[cohort(id = "4f1d2a6e-0c55-4b8e-9a61-1f0e7c3b5a04")]
+#[allow(dead_code)]
+struct Receipt {
+    id: i64,
+    tenant_id: Uuid,
+    issued_at: DateTime<Utc>,
+}
+
 const HOST_TABLES: &str = r#"
 CREATE SCHEMA "Host Data";
 CREATE TABLE "Host Data"."Notes" (
@@ -99,6 +115,8 @@ CREATE TABLE "Host Data"."Case Contacts" (
 CREATE TABLE "Host Data".tickets (
     id bigint PRIMARY KEY, tenant_id uuid NOT NULL, opened_at timestamptz,
     is_deleted boolean NOT NULL DEFAULT false, deleted_at timestamptz, reporter uuid NOT NULL);
+CREATE TABLE "Host Data".receipts (
+    id bigint PRIMARY KEY, tenant_id uuid NOT NULL, issued_at timestamptz NOT NULL);
 "#;
 
 /// Cohort's schema in these tests: a name that needs quoting.
@@ -120,6 +138,11 @@ fn rules() -> TestRules {
             "tickets",
             Capabilities::only(Strategy::SoftDelete),
             Rule::new(Period::days(30), Strategy::SoftDelete),
+        )
+        .with(
+            "receipts",
+            Capabilities::only(Strategy::Purge),
+            Rule::new(Period::days(30), Strategy::Purge).with_review(cohort::Review::new()),
         )
 }
 
@@ -164,6 +187,7 @@ fn builder(db: &TestDb) -> CohortBuilder {
         .entity::<Note>()
         .entity::<Contact>()
         .entity::<Ticket>()
+        .entity::<Receipt>()
         .observer(SlowStart)
         .subject_key(b"security test key".to_vec())
 }
@@ -212,6 +236,9 @@ async fn seed(db: &TestDb) {
     db.exec(&format!(
         r#"
         DELETE FROM "Host Data"."Notes"; DELETE FROM "Host Data"."Case Contacts"; DELETE FROM "Host Data".tickets;
+        DELETE FROM "Host Data".receipts;
+        INSERT INTO "Host Data".receipts
+            SELECT (random() * 1e15)::bigint, '{t}', now() - interval '40 days' FROM generate_series(1, 3);
         DELETE FROM "{LEDGER}".retention_holds;
         INSERT INTO "Host Data"."Notes" SELECT gen_random_uuid(), '{t}', now() - interval '40 days', 'old'
             FROM generate_series(1, 5);
@@ -290,6 +317,77 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
             .await,
         &mut failed,
     );
+
+    // Disposition review: the sweep above froze the old receipts; approved,
+    // a sweep carries them out (one locked by a host transaction, so the
+    // row-by-row path runs too); the next ones are rejected (DR1-DR3).
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
+    let d = cohort.dispositions();
+    let receipts = support::models::uuid("4f1d2a6e-0c55-4b8e-9a61-1f0e7c3b5a04");
+    let pending = |b: &Vec<cohort::disposition::DispositionBatch>| {
+        b.iter()
+            .rev()
+            .find(|b| b.entity_id == receipts)
+            .map(|b| b.batch_id)
+    };
+    match d
+        .list(&mut conn, Some(cohort::disposition::BatchStatus::Pending))
+        .await
+    {
+        Ok(batches) => match pending(&batches) {
+            Some(batch) => {
+                if let Err(e) = d.approve(&mut conn, batch, "ann").await {
+                    failed.push(format!("approve: {e}"));
+                }
+                sqlx::raw_sql(
+                    "BEGIN; SELECT 1 FROM \"Host Data\".receipts \
+                     WHERE id = (SELECT min(id) FROM \"Host Data\".receipts) FOR UPDATE",
+                )
+                .execute(&mut locker)
+                .await
+                .expect("lock a receipt");
+                run("carry out", cohort.sweep(&scope_a(), now).await, &mut failed);
+                sqlx::raw_sql("ROLLBACK")
+                    .execute(&mut locker)
+                    .await
+                    .expect("unlock");
+                match d.get(&mut conn, batch).await {
+                    Ok(Some(b)) if b.status == cohort::disposition::BatchStatus::CarriedOut => {}
+                    other => failed.push(format!("carried out: {other:?}")),
+                }
+                if let Err(e) = d.decisions(&mut conn, batch).await {
+                    failed.push(format!("decisions: {e}"));
+                }
+                if let Err(e) = d.record_ids(&mut conn, batch, None, 10).await {
+                    failed.push(format!("record ids: {e}"));
+                }
+            }
+            None => failed.push("no pending receipts batch".to_owned()),
+        },
+        Err(e) => failed.push(format!("list batches: {e}")),
+    }
+    db.exec(&format!(
+        r#"INSERT INTO "Host Data".receipts
+           SELECT (random() * 1e15)::bigint, '{t}', now() - interval '40 days' FROM generate_series(1, 2)"#,
+        t = tenant_a()
+    ))
+    .await;
+    run("freeze", cohort.sweep(&scope_a(), now).await, &mut failed);
+    match d
+        .list(&mut conn, Some(cohort::disposition::BatchStatus::Pending))
+        .await
+    {
+        Ok(batches) => match pending(&batches) {
+            Some(batch) => {
+                if let Err(e) = d.reject(&mut conn, batch, "bob", "still needed").await {
+                    failed.push(format!("reject: {e}"));
+                }
+            }
+            None => failed.push("no pending receipts batch to reject".to_owned()),
+        },
+        Err(e) => failed.push(format!("list batches: {e}")),
+    }
+    drop(conn);
 
     // A run that waits renews its lease (the keeper writes its expiry).
     SLOW_START.store(true, std::sync::atomic::Ordering::SeqCst);
