@@ -1,5 +1,6 @@
 //! Exports (contract EV2): runs, summaries or row details of a time range,
-//! as JSON Lines or CSV, streamed row by row.
+//! and the decisions on disposition batches (DR3), as JSON Lines or CSV,
+//! streamed row by row.
 
 use std::io::Write;
 
@@ -37,6 +38,10 @@ pub enum ExportRecords {
     Summaries,
     /// `sweep_run_row_detail` rows.
     RowDetails,
+    /// `retention_disposition_decisions` rows (contract DR3): every decision
+    /// on a disposition batch *taken* in the range (by its `decided_at`,
+    /// not by a run's start), in chain order, with its link.
+    Decisions,
 }
 
 /// A half-open time range `[from, to)` of runs' start times: an export
@@ -148,11 +153,36 @@ const DETAIL_COLUMNS: &[Column] = &[
     ("chain_hash", Kind::Text),
 ];
 
+const DECISION_COLUMNS: &[Column] = &[
+    ("chain_seq", Kind::Int),
+    ("chain_prev", Kind::Text),
+    ("chain_hash", Kind::Text),
+    ("decision_id", Kind::Text),
+    ("batch_id", Kind::Text),
+    ("decision", Kind::Text),
+    ("decided_by", Kind::Text),
+    ("automatic", Kind::Bool),
+    ("retained_entity_id", Kind::Text),
+    ("tenant_id", Kind::Text),
+    ("stage", Kind::Int),
+    ("rule_hash", Kind::Text),
+    ("approvers_required", Kind::Int),
+    ("reason", Kind::Text),
+    ("keep_until", Kind::Text),
+    ("run_id", Kind::Text),
+    ("row_count", Kind::Int),
+    ("changed_count", Kind::Int),
+    ("held_count", Kind::Int),
+    ("left_count", Kind::Int),
+    ("ineligible_count", Kind::Int),
+    ("decided_at", Kind::Text),
+];
+
 /// Timestamp and hash columns: read as fixed text, never through the
 /// session's `DateStyle` or `TimeZone`.
 fn as_text(prefix: &str, name: &str) -> String {
     let c = format!("{prefix}.{name}");
-    if name.ends_with("_at") || name == "logical_now" || name == "cutoff" {
+    if name.ends_with("_at") || name == "logical_now" || name == "cutoff" || name == "keep_until" {
         format!(
             "CASE WHEN {c} IS NULL THEN NULL WHEN pg_catalog.isfinite({c}) THEN \
                pg_catalog.to_char({c} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
@@ -176,11 +206,27 @@ impl ExportRecords {
             ExportRecords::Runs => RUN_COLUMNS,
             ExportRecords::Summaries => SUMMARY_COLUMNS,
             ExportRecords::RowDetails => DETAIL_COLUMNS,
+            ExportRecords::Decisions => DECISION_COLUMNS,
         }
     }
 
     /// The query: every column as text, in a stable order. `$1`, `$2`: the range.
     fn sql(self, schema: &SchemaName) -> String {
+        if self == ExportRecords::Decisions {
+            let columns: Vec<String> = self
+                .columns()
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| format!("{} AS c{i}", as_text("x", name)))
+                .collect();
+            return format!(
+                "SELECT {} FROM {} AS x \
+                 WHERE x.decided_at OPERATOR(pg_catalog.>=) $1 AND x.decided_at OPERATOR(pg_catalog.<) $2 \
+                 ORDER BY x.chain_seq",
+                columns.join(", "),
+                schema.table("retention_disposition_decisions")
+            );
+        }
         let runs = schema.table("sweep_run");
         let (table, order) = match self {
             ExportRecords::Runs => (None, "r.started_at, r.run_id"),
@@ -188,7 +234,7 @@ impl ExportRecords {
                 Some(schema.table("sweep_run_entity_summary")),
                 "r.started_at, r.run_id, x.summary_id",
             ),
-            ExportRecords::RowDetails => (
+            ExportRecords::RowDetails | ExportRecords::Decisions => (
                 Some(schema.table("sweep_run_row_detail")),
                 "r.started_at, r.run_id, x.chain_seq, x.detail_id",
             ),
@@ -352,6 +398,7 @@ mod tests {
             ExportRecords::Runs,
             ExportRecords::Summaries,
             ExportRecords::RowDetails,
+            ExportRecords::Decisions,
         ] {
             let sql = r.sql(&schema);
             for (name, _) in r.columns() {

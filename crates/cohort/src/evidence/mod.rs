@@ -46,8 +46,9 @@ pub use register::{
 };
 pub use report::{
     ActiveHold, ActiveMatter, AuditReport, CategoryMonth, CoverageEntry, DEFAULT_LIST_LIMIT,
-    EndedHold, EndedMatter, ErasureEntry, ErasureTotals, ExemptTable, FailedRun, FailureEntry,
-    ReportList, ReportOptions, RuleInForce, RunCount, RunEntry, audit_report, run_chain_check_sql,
+    DecisionLine, DispositionEntry, DispositionTotals, EndedHold, EndedMatter, ErasureEntry,
+    ErasureTotals, ExemptTable, FailedRun, FailureEntry, ReportList, ReportOptions, RuleInForce,
+    RunCount, RunEntry, audit_report, run_chain_check_sql,
 };
 pub use signature::{
     REPORT_SIGNATURE_VERSION, ReportSignature, sign_report, verify_report_signature,

@@ -466,6 +466,74 @@ pub struct EndedMatter {
     pub ended_by: String,
 }
 
+/// One decision on a disposition batch, as the report lists it (contract
+/// DR3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DecisionLine {
+    /// Its position in the chain of disposition decisions.
+    pub seq: i64,
+    /// `Frozen`, `Approved`, `Rejected`, `Extended`, `Voided`, `CarriedOut`.
+    pub decision: String,
+    /// Who took it (`auto` for an auto-approval, `cohort` for a sweep).
+    pub decided_by: String,
+    /// Whether no person took it.
+    pub automatic: bool,
+    /// When (RFC 3339, UTC).
+    pub decided_at: String,
+    /// A rejection's reason, or why a batch was voided.
+    pub reason: Option<String>,
+    /// A rejection's or extension's end (RFC 3339, UTC).
+    pub keep_until: Option<String>,
+}
+
+/// A disposition batch with a decision in the range: the proof of
+/// disposition (contract DR3): what was frozen, under which rule, who
+/// decided what and when, and what was carried out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DispositionEntry {
+    /// The batch.
+    pub batch_id: Uuid,
+    /// The retained type, by name.
+    pub entity: String,
+    /// The tenant (`-` for tenantless).
+    pub tenant: String,
+    /// The rule's stage, the first being 1.
+    pub stage: i64,
+    /// What carrying it out does.
+    pub strategy: String,
+    /// The rule hash the batch is bound to (lower-case hex).
+    pub rule_hash: String,
+    /// When it was frozen (RFC 3339, UTC).
+    pub frozen_at: String,
+    /// Rows frozen.
+    pub rows: i64,
+    /// Distinct approvers it needs.
+    pub approvers_required: i64,
+    /// Where it stands now.
+    pub status: String,
+    /// Carried out: rows changed, kept because held, left because locked,
+    /// kept because no longer eligible (or gone).
+    pub carried_out: Option<[i64; 4]>,
+    /// Every decision on it, in chain order.
+    pub decisions: Vec<DecisionLine>,
+}
+
+/// The range's disposition batches, added up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DispositionTotals {
+    /// Batches with a decision in the range.
+    pub batches: i64,
+    /// Rows they froze.
+    pub frozen: i64,
+    /// Rows carried out (changed) in the range.
+    pub changed: i64,
+    /// Batches still pending a decision.
+    pub pending: i64,
+}
+
 /// An auditor's report, gathered by [`audit_report`]; [`AuditReport::to_html`]
 /// renders it.
 #[derive(Debug, Clone)]
@@ -508,6 +576,11 @@ pub struct AuditReport {
     pub active_matters: ReportList<ActiveMatter>,
     /// Matter holds that stopped protecting in the range.
     pub ended_matters: ReportList<EndedMatter>,
+    /// Disposition batches with a decision in the range, oldest first
+    /// (contract DR3).
+    pub dispositions: ReportList<DispositionEntry>,
+    /// The range's disposition batches, added up.
+    pub disposition_totals: DispositionTotals,
     /// The chain's verification.
     pub verification: VerifyReport,
     /// Retained-entity ids to names (the registry's, then the ledger's).
@@ -624,6 +697,8 @@ async fn read_report(
         ended_holds: read_ended_holds(conn, &t, from, ended_to, limit, &names).await?,
         active_matters: read_active_matters(conn, &t, options, limit, &names).await?,
         ended_matters: read_ended_matters(conn, &t, from, ended_to, limit, &names).await?,
+        dispositions: read_dispositions(conn, &t, from, to, limit, &names).await?,
+        disposition_totals: read_disposition_totals(conn, &t, from, to).await?,
         coverage,
         verification,
         names,
@@ -637,6 +712,8 @@ struct Tables {
     holds: crate::sql::QualifiedName,
     matters: crate::sql::QualifiedName,
     registry: crate::sql::QualifiedName,
+    batches: crate::sql::QualifiedName,
+    decisions: crate::sql::QualifiedName,
 }
 
 impl Tables {
@@ -647,6 +724,8 @@ impl Tables {
             holds: schema.table("retention_holds"),
             matters: schema.table("retention_matters"),
             registry: schema.table("retention_entities"),
+            batches: schema.table("retention_disposition_batches"),
+            decisions: schema.table("retention_disposition_decisions"),
         }
     }
 }
@@ -1415,6 +1494,135 @@ async fn read_ended_matters(
     })
 }
 
+/// Batches with a decision in `[$1, $2)` (alias `b`).
+const DECIDED_IN_RANGE: &str = "EXISTS (SELECT 1 FROM {decisions} AS x WHERE x.batch_id = b.batch_id \
+     AND x.decided_at OPERATOR(pg_catalog.>=) $1 AND x.decided_at OPERATOR(pg_catalog.<) $2)";
+
+async fn read_dispositions(
+    conn: &mut PgConnection,
+    t: &Tables,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    limit: i64,
+    names: &BTreeMap<Uuid, String>,
+) -> Result<ReportList<DispositionEntry>, Error> {
+    let in_range = DECIDED_IN_RANGE.replace("{decisions}", &t.decisions.to_string());
+    let total: i64 = crate::sql::query_scalar(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) FROM {batches} AS b WHERE {in_range}",
+        batches = t.batches
+    )))
+    .bind(from)
+    .bind(to)
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut items = Vec::new();
+    for r in crate::sql::query(AssertSqlSafe(format!(
+        "SELECT b.batch_id, b.retained_entity_id, b.entity_type, b.tenant_id, b.stage, b.strategy, \
+                pg_catalog.encode(b.rule_hash, 'hex') AS rule_hash, b.row_count, \
+                b.approvers_required, b.status, b.changed_count, b.held_count, b.left_count, \
+                b.ineligible_count, {} \
+         FROM {batches} AS b WHERE {in_range} ORDER BY b.created_at, b.batch_id LIMIT $3",
+        rfc3339("b", "created_at"),
+        batches = t.batches
+    )))
+    .bind(from)
+    .bind(to)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        let entity: Uuid = r.try_get("retained_entity_id")?;
+        let stored_type: String = r.try_get("entity_type")?;
+        let counts = [
+            r.try_get::<Option<i64>, _>("changed_count")?,
+            r.try_get::<Option<i64>, _>("held_count")?,
+            r.try_get::<Option<i64>, _>("left_count")?,
+            r.try_get::<Option<i64>, _>("ineligible_count")?,
+        ];
+        items.push(DispositionEntry {
+            batch_id: r.try_get("batch_id")?,
+            entity: names.get(&entity).cloned().unwrap_or(stored_type),
+            tenant: tenant_text(r.try_get("tenant_id")?),
+            stage: i64::from(r.try_get::<i32, _>("stage")?) + 1,
+            strategy: r.try_get("strategy")?,
+            rule_hash: r.try_get("rule_hash")?,
+            frozen_at: text_time(&r, "created_at")?,
+            rows: r.try_get("row_count")?,
+            approvers_required: i64::from(r.try_get::<i32, _>("approvers_required")?),
+            status: r.try_get("status")?,
+            carried_out: match counts {
+                [Some(a), Some(b), Some(c), Some(d)] => Some([a, b, c, d]),
+                _ => None,
+            },
+            decisions: Vec::new(),
+        });
+    }
+    // Their decisions, one statement; a batch has a handful.
+    let ids: Vec<Uuid> = items.iter().map(|i| i.batch_id).collect();
+    let mut by_batch: BTreeMap<Uuid, Vec<DecisionLine>> = BTreeMap::new();
+    for r in crate::sql::query(AssertSqlSafe(format!(
+        "SELECT d.batch_id, d.chain_seq, d.decision, d.decided_by, d.automatic, d.reason, {}, {} \
+         FROM {decisions} AS d WHERE d.batch_id = ANY($1) ORDER BY d.chain_seq",
+        rfc3339("d", "decided_at"),
+        rfc3339("d", "keep_until"),
+        decisions = t.decisions
+    )))
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?
+    {
+        by_batch
+            .entry(r.try_get("batch_id")?)
+            .or_default()
+            .push(DecisionLine {
+                seq: r.try_get("chain_seq")?,
+                decision: r.try_get("decision")?,
+                decided_by: r.try_get("decided_by")?,
+                automatic: r.try_get("automatic")?,
+                decided_at: text_time(&r, "decided_at")?,
+                reason: r.try_get("reason")?,
+                keep_until: r.try_get("keep_until")?,
+            });
+    }
+    for item in &mut items {
+        item.decisions = by_batch.remove(&item.batch_id).unwrap_or_default();
+    }
+    Ok(ReportList {
+        items,
+        total: total_of(total),
+    })
+}
+
+async fn read_disposition_totals(
+    conn: &mut PgConnection,
+    t: &Tables,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<DispositionTotals, Error> {
+    let in_range = DECIDED_IN_RANGE.replace("{decisions}", &t.decisions.to_string());
+    let r = crate::sql::query(AssertSqlSafe(format!(
+        "SELECT pg_catalog.count(*) AS batches, \
+                COALESCE(pg_catalog.sum(b.row_count), 0)::pg_catalog.int8 AS frozen, \
+                pg_catalog.count(*) FILTER (WHERE b.status = 'Pending') AS pending, \
+                (SELECT COALESCE(pg_catalog.sum(d.changed_count), 0)::pg_catalog.int8 FROM {decisions} AS d \
+                  WHERE d.decision = 'CarriedOut' AND d.decided_at OPERATOR(pg_catalog.>=) $1 \
+                    AND d.decided_at OPERATOR(pg_catalog.<) $2) AS changed \
+         FROM {batches} AS b WHERE {in_range}",
+        batches = t.batches,
+        decisions = t.decisions
+    )))
+    .bind(from)
+    .bind(to)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(DispositionTotals {
+        batches: r.try_get("batches")?,
+        frozen: r.try_get("frozen")?,
+        changed: r.try_get("changed")?,
+        pending: r.try_get("pending")?,
+    })
+}
+
 /// SQL an auditor can run (in `psql`, with read access to Cohort's tables)
 /// to recompute the install's run chain without Cohort or its functions:
 /// every run link's SHA-256 from its columns, by the canonical encoding of
@@ -1673,6 +1881,41 @@ impl Page<'_> {
     fn opt<'b>(&self, v: Option<&'b str>) -> &'b str {
         v.unwrap_or("-")
     }
+
+    /// A decision in words: `2026-12-02 14:03:11 approved by ann`.
+    fn decision(&self, d: &DecisionLine) -> String {
+        let what = match d.decision.as_str() {
+            "Frozen" => "frozen for review".to_owned(),
+            "Approved" if d.automatic => {
+                "approved automatically (auto-approval time reached)".to_owned()
+            }
+            "Approved" => format!("approved by {}", d.decided_by),
+            "Rejected" => format!(
+                "rejected by {} ({}), kept until {}",
+                d.decided_by,
+                d.reason.as_deref().unwrap_or("no reason"),
+                d.keep_until
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), shown)
+            ),
+            "Extended" => format!(
+                "extended by {} until {}",
+                d.decided_by,
+                d.keep_until
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), shown)
+            ),
+            "Voided" => "voided: its rule changed before it was carried out".to_owned(),
+            "CarriedOut" => "carried out".to_owned(),
+            other => other.to_owned(),
+        };
+        format!("{} {what}", shown(&d.decided_at))
+    }
+
+    /// The first 12 hex digits of a hash.
+    fn short_hash<'b>(&self, v: &'b str) -> &'b str {
+        v.get(..12).unwrap_or(v)
+    }
 }
 
 impl AuditReport {
@@ -1785,13 +2028,14 @@ impl AuditReport {
                 .collect(),
             problems_not_shown: v.problems.len().saturating_sub(limit),
             verification_summary: format!(
-                "{} sealed runs, {} runs in progress, {} summaries, {} row details, {} hold links and {} matter links checked; {} pruned hold links.",
+                "{} sealed runs, {} runs in progress, {} summaries, {} row details, {} hold links, {} matter links and {} disposition decisions checked; {} pruned hold links.",
                 grouped(i64::try_from(v.runs).unwrap_or(i64::MAX)),
                 grouped(i64::try_from(v.runs_in_progress).unwrap_or(i64::MAX)),
                 grouped(i64::try_from(v.summaries).unwrap_or(i64::MAX)),
                 grouped(i64::try_from(v.details).unwrap_or(i64::MAX)),
                 grouped(i64::try_from(v.hold_links).unwrap_or(i64::MAX)),
                 grouped(i64::try_from(v.matter_links).unwrap_or(i64::MAX)),
+                grouped(i64::try_from(v.disposition_links).unwrap_or(i64::MAX)),
                 grouped(i64::try_from(v.pruned.len()).unwrap_or(i64::MAX)),
             ),
             legend: SERIES.iter().map(|(name, _)| *name).collect(),

@@ -346,7 +346,11 @@ async fn exercise(db: &TestDb, cohort: &Cohort) -> Vec<String> {
                 .execute(&mut locker)
                 .await
                 .expect("lock a receipt");
-                run("carry out", cohort.sweep(&scope_a(), now).await, &mut failed);
+                run(
+                    "carry out",
+                    cohort.sweep(&scope_a(), now).await,
+                    &mut failed,
+                );
                 sqlx::raw_sql("ROLLBACK")
                     .execute(&mut locker)
                     .await

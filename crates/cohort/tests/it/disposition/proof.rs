@@ -304,3 +304,110 @@ fn the_tampered_fields_mirror_the_canonical_encoding() {
         .collect();
     assert_eq!(mirror, library);
 }
+
+// contract: DR3
+#[tokio::test]
+async fn the_auditors_report_lists_batches_decisions_and_what_was_carried_out() {
+    use cohort::evidence::{ReportOptions, TimeRange, audit_report};
+    let db = invoices_db().await;
+    let (cohort, first, second) = decided(&db).await;
+    let report = cohort
+        .audit_report(&ReportOptions::new(TimeRange::all()))
+        .await
+        .expect("report");
+    assert_eq!(report.dispositions.total, 2);
+    assert_eq!(report.disposition_totals.batches, 2);
+    assert_eq!(report.disposition_totals.frozen, 4);
+    assert_eq!(report.disposition_totals.changed, 3);
+    assert_eq!(report.disposition_totals.pending, 0);
+    let carried = &report.dispositions.items[0];
+    assert_eq!(carried.batch_id, first);
+    assert_eq!(carried.entity, "Invoice");
+    assert_eq!(carried.status, "CarriedOut");
+    assert_eq!(carried.carried_out, Some([3, 0, 0, 0]));
+    let kinds: Vec<&str> = carried
+        .decisions
+        .iter()
+        .map(|d| d.decision.as_str())
+        .collect();
+    assert_eq!(kinds, ["Frozen", "Approved", "CarriedOut"]);
+    assert_eq!(carried.decisions[1].decided_by, "ann");
+    let rejected = &report.dispositions.items[1];
+    assert_eq!(rejected.batch_id, second);
+    assert_eq!(
+        rejected.decisions[1].reason.as_deref(),
+        Some("still needed")
+    );
+
+    // In Chromium: the section is there, one row per batch, decisions in
+    // words, counts as the ledger has them.
+    let rendered = crate::evidence::report::render(&report);
+    let rows = crate::evidence::report::rows(&rendered.dom, "disposition-batches");
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(rows[0][1], "Invoice");
+    assert_eq!(rows[0][6], "3", "rows frozen");
+    assert_eq!(rows[0][8], "CarriedOut");
+    assert_eq!(rows[0][9], "3", "changed");
+    assert!(rows[0][13].contains("approved by ann"), "{:?}", rows[0][13]);
+    assert!(rows[0][13].contains("carried out"), "{:?}", rows[0][13]);
+    assert!(
+        rows[1][13].contains("rejected by bob (still needed)"),
+        "{:?}",
+        rows[1][13]
+    );
+    assert!(rendered.html.contains(&first.to_string()));
+
+    // The same without a handle (an auditor's tool).
+    let mut conn = db.pool().acquire().await.expect("connection");
+    let plain = audit_report(
+        &mut conn,
+        &SchemaName::public(),
+        &ReportOptions::new(TimeRange::all()),
+    )
+    .await
+    .expect("report");
+    assert_eq!(plain.dispositions.total, 2);
+}
+
+// contract: DR3
+#[tokio::test]
+async fn exports_include_the_decisions() {
+    use cohort::evidence::{ExportFormat, ExportRecords, TimeRange, export};
+    let db = invoices_db().await;
+    let (_cohort, first, _) = decided(&db).await;
+    let mut conn = db.pool().acquire().await.expect("connection");
+    let mut out = Vec::new();
+    let written = export(
+        &mut conn,
+        &SchemaName::public(),
+        ExportRecords::Decisions,
+        TimeRange::all(),
+        ExportFormat::JsonLines,
+        &mut out,
+    )
+    .await
+    .expect("export");
+    assert_eq!(written.records, 5);
+    let lines: Vec<serde_json::Value> = String::from_utf8(out)
+        .expect("utf-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines[0]["decision"], "Frozen");
+    assert_eq!(lines[0]["chain_seq"], 1);
+    assert_eq!(lines[1]["decided_by"], "ann");
+    assert_eq!(lines[1]["batch_id"], first.to_string());
+    assert_eq!(lines[1]["automatic"], false);
+    assert_eq!(lines[2]["decision"], "CarriedOut");
+    assert_eq!(lines[2]["changed_count"], 3);
+    assert_eq!(lines[4]["decision"], "Rejected");
+    assert_eq!(lines[4]["reason"], "still needed");
+    assert!(
+        lines[4]["keep_until"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z') && t.len() == 27),
+        "{}",
+        lines[4]["keep_until"]
+    );
+    assert_eq!(lines[1]["chain_prev"], lines[0]["chain_hash"]);
+}

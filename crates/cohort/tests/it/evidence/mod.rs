@@ -4,5 +4,5 @@ mod certificates;
 mod chain;
 mod export;
 mod export_memory;
-mod report;
+pub(crate) mod report;
 mod tampering;

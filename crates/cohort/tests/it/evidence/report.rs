@@ -51,6 +51,7 @@ const SECTIONS: &[&str] = &[
     "ended-holds",
     "matters",
     "ended-matters",
+    "dispositions",
     "head-check",
     "signature",
 ];
@@ -119,11 +120,11 @@ fn console_errors(stderr: &str) -> Vec<String> {
 }
 
 /// A report written to a fresh directory, and its DOM as Chromium built it.
-struct Rendered {
+pub(crate) struct Rendered {
     dir: PathBuf,
     page: PathBuf,
-    html: String,
-    dom: String,
+    pub(crate) html: String,
+    pub(crate) dom: String,
 }
 
 impl Drop for Rendered {
@@ -132,7 +133,7 @@ impl Drop for Rendered {
     }
 }
 
-fn render(report: &AuditReport) -> Rendered {
+pub(crate) fn render(report: &AuditReport) -> Rendered {
     let html = report.to_html().expect("html");
     let dir = std::env::temp_dir().join(format!("cohort-report-{}", Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).expect("dir");
@@ -188,7 +189,7 @@ fn text(html: &str) -> String {
 }
 
 /// The body rows of table `id`, each as its cells' text.
-fn rows(dom: &str, id: &str) -> Vec<Vec<String>> {
+pub(crate) fn rows(dom: &str, id: &str) -> Vec<Vec<String>> {
     let table = element(dom, "table", id);
     let body = table
         .split("<tbody>")
