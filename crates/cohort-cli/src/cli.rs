@@ -109,6 +109,10 @@ pub(crate) enum Command {
     /// anchor window), on hold, rows written later included.
     #[command(subcommand)]
     Matters(MattersCommand),
+    /// Disposition review: the batches sweeps froze for review; approve,
+    /// reject or extend them.
+    #[command(subcommand)]
+    Disposition(DispositionCommand),
     /// The erasure register: write it, or replay it after a restore.
     #[command(subcommand)]
     Erasures(ErasuresCommand),
@@ -506,6 +510,84 @@ pub(crate) struct MattersExtendArgs {
     pub(crate) no_expiry: bool,
 }
 
+/// `disposition ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DispositionCommand {
+    /// The batches waiting for a decision or a sweep (`--all`: every batch).
+    #[command(after_help = after("  cohort disposition list
+  cohort disposition list --all --json"))]
+    List(DispositionListArgs),
+    /// One batch: its rule, every decision on it, and some of its record ids.
+    #[command(after_help = after("  cohort disposition show 5b2e9c1a
+  cohort disposition show 5b2e9c1a-... --rows 100 --json"))]
+    Show(DispositionShowArgs),
+    /// Approve a batch: the next sweep changes its rows that are still
+    /// eligible and not held (a batch needing two approvers needs two names).
+    #[command(after_help = after("  cohort disposition approve 5b2e9c1a --by \"Ann Archivist\""))]
+    Approve(DispositionApproveArgs),
+    /// Reject a batch, with a reason: its rows are kept and not offered
+    /// again until the rule changes or the re-offer period passes.
+    #[command(after_help = after("  cohort disposition reject 5b2e9c1a --by bob --reason \"audit 2026-17 still open\""))]
+    Reject(DispositionRejectArgs),
+    /// Keep a batch's rows until a date; then they are offered again.
+    #[command(after_help = after("  cohort disposition extend 5b2e9c1a --by bob --until 2027-06-30T00:00:00Z"))]
+    Extend(DispositionExtendArgs),
+}
+
+/// `disposition list`.
+#[derive(Debug, Args)]
+pub(crate) struct DispositionListArgs {
+    /// Every batch: rejected, extended, voided and carried out ones too.
+    #[arg(long)]
+    pub(crate) all: bool,
+}
+
+/// `disposition show`.
+#[derive(Debug, Args)]
+pub(crate) struct DispositionShowArgs {
+    /// The batch's id, or its first digits (as `list` shows them).
+    pub(crate) batch: String,
+    /// How many of its frozen record ids to list.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub(crate) rows: u32,
+}
+
+/// `disposition approve`.
+#[derive(Debug, Args)]
+pub(crate) struct DispositionApproveArgs {
+    /// The batch's id, or its first digits.
+    pub(crate) batch: String,
+    /// Who approves (recorded in the evidence chain).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) by: String,
+}
+
+/// `disposition reject`.
+#[derive(Debug, Args)]
+pub(crate) struct DispositionRejectArgs {
+    /// The batch's id, or its first digits.
+    pub(crate) batch: String,
+    /// Who rejects (recorded in the evidence chain).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) by: String,
+    /// Why (recorded in the evidence chain).
+    #[arg(long)]
+    pub(crate) reason: String,
+}
+
+/// `disposition extend`.
+#[derive(Debug, Args)]
+pub(crate) struct DispositionExtendArgs {
+    /// The batch's id, or its first digits.
+    pub(crate) batch: String,
+    /// Who extends (recorded in the evidence chain).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) by: String,
+    /// Keep the rows until this time, RFC 3339 (later than now).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) until: DateTime<FixedOffset>,
+}
+
 /// `runs ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum RunsCommand {
@@ -557,6 +639,9 @@ pub(crate) enum ExportRecordsArg {
     Summaries,
     /// `sweep_run_row_detail` rows.
     RowDetails,
+    /// `retention_disposition_decisions` rows: the decisions on disposition
+    /// batches taken in [--from, --to).
+    Decisions,
 }
 
 /// The format of `runs export`.

@@ -479,6 +479,7 @@ pub(crate) async fn export(pool: &PgPool, schema: &SchemaName, args: &RunsExport
         ExportRecordsArg::Runs => ExportRecords::Runs,
         ExportRecordsArg::Summaries => ExportRecords::Summaries,
         ExportRecordsArg::RowDetails => ExportRecords::RowDetails,
+        ExportRecordsArg::Decisions => ExportRecords::Decisions,
     };
     let format = match args.format {
         ExportFormatArg::Jsonl => ExportFormat::JsonLines,

@@ -51,6 +51,13 @@ pub(crate) struct PreviewEntryJson {
     pub(crate) null_anchor: u64,
     /// Why the table could not be previewed (the sanitized failure).
     pub(crate) failure: Option<String>,
+    /// Under disposition review: `eligible` counts only the rows of
+    /// approved batches; left out when the rule has no review.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) review: bool,
+    /// Under review: the rows a sweep would freeze into a new batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) awaiting_review: Option<u64>,
 }
 
 /// An exempt table.
@@ -92,6 +99,25 @@ pub(crate) struct RunJson {
     /// `RunResult::tables`, as JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) tables: Option<Vec<cohort::TableMaintenance>>,
+    /// What disposition review did (the library's
+    /// `RunResult::dispositions`): batches frozen, auto-approved, carried
+    /// out, voided. Left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) dispositions: Vec<DispositionJson>,
+}
+
+/// One thing disposition review did in a run.
+#[derive(Debug, Serialize)]
+pub(crate) struct DispositionJson {
+    /// The batch.
+    pub(crate) batch_id: Uuid,
+    /// The table, as the model file names it.
+    pub(crate) entity: String,
+    /// The rule's stage, the first being 1.
+    pub(crate) stage: u32,
+    /// `frozen`, `auto_approved`, `carried_out` or `voided`, with counts.
+    #[serde(flatten)]
+    pub(crate) action: cohort::disposition::DispositionAction,
 }
 
 fn name_of(names: &HashMap<Uuid, String>, id: Uuid, fallback: &str) -> String {
@@ -120,6 +146,8 @@ pub(crate) fn preview_json(p: &Preview, scope: &Scope, model: &Model) -> Preview
                 held: e.held,
                 null_anchor: e.null_anchor,
                 failure: e.failure.as_ref().map(ToString::to_string),
+                review: e.review,
+                awaiting_review: e.awaiting_review,
             })
             .collect(),
         exempt: p
@@ -165,6 +193,13 @@ pub(crate) fn print_preview(json: &PreviewJson) -> CliResult {
         ]);
     }
     output::line(t.to_string())?;
+    for e in json.entries.iter().filter(|e| e.review) {
+        output::line(format!(
+            "under review: {}: `eligible` counts the rows of approved batches; a sweep would freeze {} more row(s) for review",
+            e.entity,
+            e.awaiting_review.unwrap_or(0)
+        ))?;
+    }
     for x in &json.exempt {
         output::line(format!("exempt: {} ({})", x.entity, x.reason))?;
     }
@@ -212,6 +247,16 @@ pub(crate) fn run_json(r: &RunResult, model: &Model) -> RunJson {
             })
             .collect(),
         tables: None,
+        dispositions: r
+            .dispositions
+            .iter()
+            .map(|d| DispositionJson {
+                batch_id: d.batch_id,
+                entity: name_of(&names, d.entity_id, &d.entity_type),
+                stage: d.stage + 1,
+                action: d.action.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -261,6 +306,32 @@ pub(crate) fn print_run(json: &RunJson) -> CliResult {
     output::line(t.to_string())?;
     if json.status == "Cancelled" {
         output::line(CANCELLED_SKIPPED)?;
+    }
+    for d in &json.dispositions {
+        use cohort::disposition::DispositionAction as A;
+        let what = match &d.action {
+            A::Frozen { rows } => format!(
+                "{rows} row(s) frozen for review, none changed (cohort disposition show {})",
+                output::short_id(&d.batch_id)
+            ),
+            A::AutoApproved => "approved automatically: its auto-approval time came".to_owned(),
+            A::CarriedOut {
+                changed,
+                held,
+                left,
+                ineligible,
+            } => format!(
+                "carried out: {changed} changed, {held} kept (held), {left} left (locked), {ineligible} kept (no longer eligible)"
+            ),
+            A::Voided => "voided: its rule changed".to_owned(),
+            _ => "changed".to_owned(),
+        };
+        output::line(format!(
+            "disposition batch {} of {} (stage {}): {what}",
+            output::short_id(&d.batch_id),
+            d.entity,
+            d.stage
+        ))?;
     }
     for x in &json.exempt {
         output::line(format!("exempt: {} ({})", x.entity, x.reason))?;

@@ -289,6 +289,9 @@ pub(crate) struct RuleSpec {
     /// The later stages of a staged rule (`[[rules.<category>.stage]]`
     /// after the first), in order; empty for a single-stage rule.
     pub(crate) then: Vec<cohort::Stage>,
+    /// The first stage's disposition review (`review = ...`), if any; a
+    /// later stage's is in its [`cohort::Stage::review`].
+    pub(crate) review: Option<cohort::Review>,
 }
 
 impl RuleSpec {
@@ -351,6 +354,7 @@ impl Override {
             source: self.source.clone().or_else(|| base.source.clone()),
             reason: self.reason.clone().or_else(|| base.reason.clone()),
             then: base.then.clone(),
+            review: base.review,
         }
     }
 }

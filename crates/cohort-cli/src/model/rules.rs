@@ -60,6 +60,7 @@ pub(crate) fn to_rule(spec: &RuleSpec) -> Rule {
     rule.source = spec.source.clone();
     rule.reason = spec.reason.clone();
     rule.then = spec.then.clone();
+    rule.review = spec.review;
     rule
 }
 
@@ -109,6 +110,7 @@ mod tests {
             source: Some("policy".into()),
             reason: None,
             then: Vec::new(),
+            review: None,
         };
         let o = |selector, period| Override {
             selector,

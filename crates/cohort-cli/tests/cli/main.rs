@@ -8,6 +8,7 @@ mod categories;
 mod coverage;
 mod ctrl_c;
 mod demo;
+mod disposition;
 mod evidence;
 mod guards;
 mod help;

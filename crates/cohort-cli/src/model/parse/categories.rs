@@ -24,8 +24,10 @@ const RULE_KEYS: &[&str] = &[
     "override",
     "stage",
     "archive",
+    "review",
 ];
-const STAGE_KEYS: &[&str] = &["strategy", "period"];
+const STAGE_KEYS: &[&str] = &["strategy", "period", "review"];
+const REVIEW_KEYS: &[&str] = &["approvers", "auto_approve_after", "reoffer_after"];
 const OVERRIDE_KEYS: &[&str] = &[
     "tenant",
     "jurisdiction",
@@ -83,6 +85,57 @@ impl Parser<'_> {
                 None
             }
         }
+    }
+
+    /// `review = true`, or `review = { approvers = 2, auto_approve_after =
+    /// "30d", reoffer_after = "1y" }` (contract DR1); `review = false` and
+    /// no key mean none.
+    fn review(&mut self, t: &DeTable<'_>, path: &str) -> Option<cohort::Review> {
+        let v = get(t, "review")?;
+        let key = join(path, "review");
+        let rt = match v.get_ref() {
+            DeValue::Boolean(true) => return Some(cohort::Review::new()),
+            DeValue::Boolean(false) => return None,
+            DeValue::Table(rt) => rt,
+            other => {
+                self.error(
+                    &v.span(),
+                    &key,
+                    format!(
+                        "expected true, or a table such as {{ approvers = 2, auto_approve_after = \"30d\" }}, found {}",
+                        kind(other)
+                    ),
+                );
+                return None;
+            }
+        };
+        self.known_keys(rt, &key, REVIEW_KEYS);
+        let mut review = cohort::Review::new();
+        if let Some(n) = get(rt, "approvers") {
+            match n.get_ref() {
+                DeValue::Integer(i) if i.as_str() == "1" || i.as_str() == "2" => {
+                    review = review.approvers(if i.as_str() == "2" { 2 } else { 1 });
+                }
+                other => self.error(
+                    &n.span(),
+                    &join(&key, "approvers"),
+                    format!(
+                        "expected 1 or 2 (distinct approvers a batch needs), found {}",
+                        match other {
+                            DeValue::Integer(i) => i.as_str().to_owned(),
+                            o => kind(o).to_owned(),
+                        }
+                    ),
+                ),
+            }
+        }
+        if let Some(p) = self.period(rt, &key, "auto_approve_after") {
+            review = review.auto_approve_after(p);
+        }
+        if let Some(p) = self.period(rt, &key, "reoffer_after") {
+            review = review.reoffer_after(p);
+        }
+        Some(review)
     }
 
     fn audit(&mut self, t: &DeTable<'_>, path: &str) -> Option<bool> {
@@ -144,6 +197,7 @@ pub(super) fn category_rules(
     let per_row_audit = p.audit(t, path).unwrap_or(false);
     let source = p.opt_string(t, path, "source").map(|s| s.value);
     let reason = p.opt_string(t, path, "reason").map(|s| s.value);
+    let review = p.review(t, path);
 
     let mut declared: Option<(Vec<Strategy>, Range<usize>)> = None;
     if let Some(v) = get(t, "capabilities") {
@@ -248,6 +302,7 @@ pub(super) fn category_rules(
             source,
             reason,
             then: Vec::new(),
+            review,
         },
         archive: archive_schema(p, t, path, &capabilities),
         capabilities,
@@ -268,7 +323,7 @@ fn staged_rules(
     path: &str,
 ) -> Option<CategoryRules> {
     let key = join(path, "stage");
-    for name in ["strategy", "period"] {
+    for name in ["strategy", "period", "review"] {
         if let Some(x) = get(t, name) {
             p.error(
                 &x.span(),
@@ -279,7 +334,12 @@ fn staged_rules(
             );
         }
     }
-    let mut stages: Vec<(Strategy, cohort::Period, Range<usize>)> = Vec::new();
+    let mut stages: Vec<(
+        Strategy,
+        cohort::Period,
+        Range<usize>,
+        Option<cohort::Review>,
+    )> = Vec::new();
     let mut complete = true;
     for (i, st, sspan) in p.tables_of(v, &key) {
         let spath = format!("{key}[{i}]");
@@ -310,8 +370,9 @@ fn staged_rules(
                 None
             }
         };
+        let review = p.review(st, &spath);
         match (strategy, period) {
-            (Some(s), Some(per)) => stages.push((*s.get_ref(), per, sspan)),
+            (Some(s), Some(per)) => stages.push((*s.get_ref(), per, sspan, review)),
             _ => complete = false,
         }
     }
@@ -323,8 +384,11 @@ fn staged_rules(
     }
     // The library's own checks of a stage list, each at its stage.
     let mut rule = cohort::Rule::new(stages[0].1, stages[0].0);
-    for (s, per, _) in &stages[1..] {
-        rule = rule.then(*per, *s);
+    for (s, per, _, review) in &stages[1..] {
+        rule = match review {
+            Some(r) => rule.then_reviewed(*per, *s, *r),
+            None => rule.then(*per, *s),
+        };
     }
     for problem in rule.stage_problems() {
         let number = match problem {
@@ -348,7 +412,7 @@ fn staged_rules(
     let source = p.opt_string(t, path, "source").map(|s| s.value);
     let reason = p.opt_string(t, path, "reason").map(|s| s.value);
     let mut capabilities: Vec<Strategy> = Vec::new();
-    for (s, _, _) in &stages {
+    for (s, _, _, _) in &stages {
         if !capabilities.contains(s) {
             capabilities.push(*s);
         }
@@ -392,6 +456,7 @@ fn staged_rules(
             source,
             reason,
             then: rule.then,
+            review: stages[0].3,
         },
         archive: archive_schema(p, t, path, &capabilities),
         capabilities,
