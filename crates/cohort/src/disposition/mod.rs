@@ -3,7 +3,7 @@
 //! named reviewers approve them.
 //!
 //! A sweep that meets a rule (or a stage of a staged rule) with a
-//! [`Review`](crate::Review) freezes what it would change into a
+//! [`Review`] freezes what it would change into a
 //! *disposition batch* per type, tenant and stage, bound to the SHA-256 of
 //! the rule's content, and changes none of it. Reviewers then decide through
 //! [`Dispositions`] ([`crate::Cohort::dispositions`]) or `cohort

@@ -595,8 +595,10 @@ async fn a_large_freeze_goes_in_keyset_batches_and_is_carried_out_whole() {
         (now - Duration::days(400)).to_rfc3339()
     ))
     .await;
-    let mut options = Options::default();
-    options.batch_size = 1000;
+    let options = Options {
+        batch_size: 1000,
+        ..Options::default()
+    };
     let cohort = build_opts(&db, rules(reviewed(Review::new())), options).await;
     cohort.sweep(&scope_a(), now).await.expect("freeze");
     let batch = only_batch(&cohort, &db).await;
