@@ -34,6 +34,10 @@ struct BatchJson {
     auto_approve_at: Option<String>,
     keep_until: Option<String>,
     rule_hash: String,
+    /// The rule's canonical content, exactly as hashed (`rule_hash` is the
+    /// SHA-256 of this text).
+    rule_content: String,
+    /// The same, parsed.
     rule: serde_json::Value,
     carried_out_by_run: Option<Uuid>,
     changed: Option<u64>,
@@ -62,6 +66,7 @@ fn batch_json(b: &DispositionBatch, model: &Model) -> BatchJson {
         auto_approve_at: b.auto_approve_at.as_ref().map(time),
         keep_until: b.keep_until.as_ref().map(time),
         rule_hash: b.rule_hash.clone(),
+        rule_content: b.rule_content.clone(),
         rule: serde_json::from_str(&b.rule_content)
             .unwrap_or_else(|_| serde_json::Value::String(b.rule_content.clone())),
         carried_out_by_run: b.carried_run_id,

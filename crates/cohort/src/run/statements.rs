@@ -1020,10 +1020,11 @@ impl Parts<'_> {
         )
     }
 
-    /// One keyset batch of a freeze: the next `batch size` eligible rows
-    /// (in the sweep's order) that no open batch holds, of which those not
-    /// held go into batch [`P::Batch`] by `INSERT ... SELECT`, nothing
-    /// through the client. Returns `frozen`, `hi_anchor` and `hi_key`
+    /// One keyset batch of a freeze: of the next `batch size` eligible rows
+    /// (in the sweep's order), those no open batch holds and no hold or
+    /// matter covers go into batch [`P::Batch`] by `INSERT ... SELECT`,
+    /// nothing through the client. (The upper key counts every eligible
+    /// row: one probe of the batches per row, not two.) Returns `frozen`, `hi_anchor` and `hi_key`
     /// (NULL after the last batch).
     fn freeze(&self, after: bool) -> Statement<P> {
         let mut b = Params::new();
@@ -1042,7 +1043,7 @@ impl Parts<'_> {
         let text = format!(
             "WITH hi AS MATERIALIZED ( \
                SELECT t.{anchor} AS a, t.{rid} AS k FROM {table} AS t \
-               WHERE {eligible}{lo} AND NOT {frozen} {order} OFFSET {offset} LIMIT 1), \
+               WHERE {eligible}{lo} {order} OFFSET {offset} LIMIT 1), \
              ins AS (INSERT INTO {records} (batch_id, record_id) \
                SELECT {batch}::pg_catalog.uuid, (t.{rid})::pg_catalog.text FROM {table} AS t \
                WHERE {eligible}{lo} \
