@@ -177,6 +177,35 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
         }
     }
     let _ = writeln!(o, "- **Legal minimum:** {}.", legal(b));
+    // Disposition review (DR1): which stages wait for named reviewers.
+    let reviews: Vec<(usize, cohort::Review)> = std::iter::once(b.review)
+        .chain(b.then.iter().map(|s| s.review))
+        .enumerate()
+        .filter_map(|(i, r)| r.map(|r| (i, r)))
+        .collect();
+    for (i, review) in reviews {
+        let which = if b.then.is_empty() {
+            String::new()
+        } else {
+            format!(" (stage {})", i + 1)
+        };
+        let mut text = format!(
+            "- **Disposition review{which}:** a sweep freezes what it would change for review; {} before it goes",
+            if review.approvers >= 2 {
+                "two distinct approvers approve"
+            } else {
+                "an approver approves"
+            }
+        );
+        if let Some(p) = review.auto_approve_after {
+            let _ = write!(
+                text,
+                " (or it is approved automatically {} after it was frozen)",
+                period(&p)
+            );
+        }
+        let _ = writeln!(o, "{text}.");
+    }
     if r.capabilities.len() > 1 {
         let caps: Vec<&str> = r.capabilities.iter().map(|s| strategy_name(*s)).collect();
         let _ = writeln!(

@@ -42,6 +42,16 @@ async fn sessions(p: &Project) -> i64 {
 async fn a_reviewed_rule_freezes_then_two_approvers_let_the_next_sweep_purge() {
     let p = project("{ approvers = 2 }").await;
     assert_success(&p.cohort(&["validate"]));
+    let out = p.cohort(&["schedule"]);
+    assert_success(&out);
+    assert!(
+        stdout(&out).contains(
+            "- **Disposition review:** a sweep freezes what it would change for review; \
+             two distinct approvers approve before it goes."
+        ),
+        "{}",
+        stdout(&out)
+    );
     let out = p.cohort(&["preview", "--tenant", TENANT]);
     assert_success(&out);
     assert!(

@@ -13,7 +13,9 @@
 //! sweep changes exactly the approved batch's rows that are still eligible
 //! and not held at its statements, and records what it changed and what it
 //! left. Every decision is a link of the evidence chain
-//! ([`crate::evidence::verify`]). See `docs/disposition.md`.
+//! ([`crate::evidence::verify`]).
+//!
+#![doc = include_str!("../../../../docs/disposition.md")]
 
 mod store;
 mod types;
