@@ -617,3 +617,42 @@ async fn a_large_freeze_goes_in_keyset_batches_and_is_carried_out_whole() {
     assert_eq!(result.affected(), 25_000);
     assert_eq!(count(&db, "SELECT count(*) FROM public.invoices").await, 0);
 }
+
+// contract: DR2
+#[tokio::test]
+async fn a_matter_written_after_approval_still_protects_the_approved_rows() {
+    let db = invoices_db().await;
+    let now = now_s();
+    for id in 1..=3 {
+        invoice(&db, id, now, 400).await;
+    }
+    let cohort = build_with(&db, rules(reviewed(Review::new()))).await;
+    cohort.sweep(&scope_a(), now).await.expect("freeze");
+    let batch = only_batch(&cohort, &db).await;
+    let mut conn = db.engine_pool().acquire().await.expect("connection");
+    cohort
+        .dispositions()
+        .approve(&mut conn, batch.batch_id, "ann")
+        .await
+        .expect("approve");
+    // A matter over every invoice of the tenant, after the approval.
+    cohort
+        .matters()
+        .create(
+            &mut conn,
+            cohort::holds::MatterRequest::of::<Invoice>(
+                Some(crate::support::fixtures::tenant_a()),
+                "Tax audit FY2025",
+                "cfo@example.com",
+            ),
+        )
+        .await
+        .expect("matter");
+    let result = cohort.sweep(&scope_a(), now).await.expect("sweep");
+    assert_eq!(result.affected(), 0, "{result:#?}");
+    assert_eq!(ids(&db).await, vec![1, 2, 3]);
+    let done = only_batch(&cohort, &db).await;
+    assert_eq!(done.status, BatchStatus::CarriedOut);
+    assert_eq!(done.held, Some(3), "kept by the matter, counted");
+    assert_eq!(done.changed, Some(0));
+}
