@@ -236,7 +236,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 10);
+    assert_eq!(at_1.required_version, 11);
     let missing = vec![
         id(2, "cohort_entity_fence"),
         id(3, "cohort_row_handlers"),
@@ -262,7 +262,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 10: apply migration(s) \
+            "Cohort's schema is at version 1, this library needs 11: apply migration(s) \
              2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain), \
              5 (cohort_entity_registry), 6 (cohort_erasure_subject), 7 (cohort_leases), \
              8 (cohort_matters), 9 (cohort_subject_access), \
@@ -574,7 +574,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 10): \
+            "no Cohort schema version is recorded on sweep_run (this library needs 11): \
                  apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
                  4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject), \
                  7 (cohort_leases), 8 (cohort_matters), 9 (cohort_subject_access), \
@@ -734,7 +734,7 @@ fn published_migrations_never_change() {
         (
             11,
             MigrationType::Simple,
-            "TODO",
+            "9c32cadd8772c7105a294578aaaf45b8b83762355ac5533f44f1f380631c8aa52ee2a4e6ce3e3134fce8bc2b1173a0af",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())
