@@ -300,7 +300,10 @@ impl Reviewed<'_> {
         }
     }
 
-    /// The scope's batches, `FOR UPDATE` (or not, for a dry run).
+    /// The scope's batches (the type's, in the tenant, for the stage and
+    /// the category: a type whose rows take their category from a column
+    /// has one set of batches per category, contract SL3), `FOR UPDATE`
+    /// (or not, for a dry run).
     fn batches_sql(&self, lock: bool) -> String {
         format!(
             "SELECT b.batch_id, b.status, b.rule_hash, b.approvers_required, b.row_count, \
@@ -310,7 +313,8 @@ impl Reviewed<'_> {
                            AND r.status = 'Started')) AS abandoned \
              FROM {batches} AS b \
              WHERE b.retained_entity_id = $1 AND b.tenant_id = $2 AND b.stage = $3 \
-               AND b.rule_hash = $4 AND b.status IN ('Pending', 'Approved', 'CarryingOut') \
+               AND b.rule_hash = $4 AND b.category = $6 \
+               AND b.status IN ('Pending', 'Approved', 'CarryingOut') \
              ORDER BY b.created_at, b.batch_id{lock}",
             runs = self.ledger.runs(),
             batches = self.table("retention_disposition_batches"),
@@ -329,6 +333,7 @@ impl Reviewed<'_> {
             .bind(self.stage())
             .bind(self.hash())
             .bind(self.now())
+            .bind(self.e.category)
             .fetch_all(&mut *conn)
             .await
     }
@@ -587,9 +592,11 @@ impl Reviewed<'_> {
     }
 }
 
-/// Voids the type's batches in the scope's tenant that are not yet carried
-/// out and whose rule changed (contract DR2): bound to a stage the current
-/// plans do not review, or to another hash. Each void is a decision by
+/// Voids the type's batches in the scope's tenant (and, for a type whose
+/// rows take their category from a column, of `e`'s category: each has its
+/// own rule, contract SL3) that are not yet carried out and whose rule
+/// changed (contract DR2): bound to a stage the current plans do not
+/// review, or to another hash. Each void is a decision by
 /// `cohort`. Safety never depends on it (a sweep claims only batches of the
 /// current hash); it keeps the record honest.
 #[allow(clippy::too_many_arguments)]
@@ -617,7 +624,7 @@ pub(crate) async fn void_stale(
     let sql = format!(
         "WITH v AS (UPDATE {batches} AS b SET status = 'Voided', \
                            decided_at = pg_catalog.statement_timestamp() \
-             WHERE b.retained_entity_id = $1 AND b.tenant_id = $2 \
+             WHERE b.retained_entity_id = $1 AND b.tenant_id = $2 AND b.category = $5 \
                AND (b.status IN ('Pending', 'Approved') \
                     OR (b.status = 'CarryingOut' AND NOT EXISTS ( \
                         SELECT 1 FROM {runs} AS r WHERE r.run_id = b.carried_run_id \
@@ -638,6 +645,7 @@ pub(crate) async fn void_stale(
             .bind(ledger_tenant)
             .bind(&stages)
             .bind(&hashes)
+            .bind(e.category)
             .fetch_all(&mut *conn)
             .await?;
         let mut activity = Vec::new();

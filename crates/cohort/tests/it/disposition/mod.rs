@@ -3,6 +3,7 @@
 //! refusals (`decisions`), approvals and sweeps racing (`races`), and the
 //! proof of disposition in the evidence chain (`proof`).
 
+mod categories;
 mod decisions;
 mod proof;
 mod races;
