@@ -63,6 +63,7 @@ pub(crate) const FIELD_KEYS: &[&str] = &[
     "anonymise_with",
     "erasure_subject",
     "guard_allow",
+    "event_key",
 ];
 
 /// An error at `span`. darling's errors hold one span; `Span`s that cover a
@@ -635,6 +636,8 @@ struct FieldInput {
     erasure_subject: Vec<Key<Flag>>,
     #[darling(multiple)]
     guard_allow: Vec<Key<Flag>>,
+    #[darling(multiple)]
+    event_key: Vec<Key<Flag>>,
     #[darling(flatten)]
     unknown: UnknownKeys<OnField>,
 }
@@ -652,6 +655,8 @@ pub(crate) struct FieldAttrs {
     pub(crate) erasure_subject: Option<Given<Flag>>,
     /// `guard_allow`.
     pub(crate) guard_allow: Option<Given<Flag>>,
+    /// `event_key` (contract SL4).
+    pub(crate) event_key: Option<Given<Flag>>,
 }
 
 impl FieldAttrs {
@@ -692,12 +697,14 @@ pub(crate) fn parse_field_attrs(field: &syn::Field, errors: &mut Accumulator) ->
     let anonymise = one_anonymise_method(parsed.anonymise, parsed.anonymise_with, errors);
     let erasure_subject = settle(parsed.erasure_subject, errors).given;
     let guard_allow = settle(parsed.guard_allow, errors).given;
+    let event_key = settle(parsed.event_key, errors).given;
     FieldAttrs {
         column,
         markers,
         anonymise,
         erasure_subject,
         guard_allow,
+        event_key,
     }
 }
 

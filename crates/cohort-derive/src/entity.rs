@@ -107,6 +107,8 @@ pub(crate) struct Entity {
     /// `category_from` (contract SL3): the field, the map, and the default
     /// category (`category`, when given).
     pub(crate) category_from: Option<CategoryFromSpec>,
+    /// The field marked `event_key` (contract SL4).
+    pub(crate) event_key: Option<String>,
 }
 
 /// A category from a column (mirrors `cohort::model::CategoryFrom`).
@@ -201,6 +203,22 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> darling::Result<Entity> {
     }
     let guard = container.guard.given.is_some().then_some(guard_allow);
     let category_from = category_from(input, &container, &fields, &mut errors);
+    let mut event_key = None;
+    for (field, attrs) in fields.iter().zip(&field_attrs) {
+        if let Some(key) = &attrs.event_key {
+            if event_key.is_some() {
+                errors.push(
+                    Error::custom(
+                        "`event_key` is already on another field: one field holds the subject key \
+                         events are recorded for",
+                    )
+                    .with_span(&key.path),
+                );
+            } else {
+                event_key = Some(field.name.clone());
+            }
+        }
+    }
 
     let type_name = input.ident.unraw().to_string();
     let table = match &container.table.given {
@@ -245,6 +263,7 @@ pub(crate) fn parse_entity(input: &DeriveInput) -> darling::Result<Entity> {
         erasure_subjects,
         guard,
         category_from,
+        event_key,
     })
 }
 

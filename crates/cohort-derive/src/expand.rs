@@ -129,6 +129,11 @@ pub(crate) fn expand(entity: &Entity) -> TokenStream {
         Some(allow) => quote!(::cohort::__private::guarded(#descriptor, &[#(#allow),*])),
         None => descriptor,
     };
+    // A type whose rule may count from an event (contract SL4).
+    let descriptor = match &entity.event_key {
+        Some(field) => quote!(::cohort::__private::event_keyed(#descriptor, #field)),
+        None => descriptor,
+    };
     // A type whose rows take their category from a column (contract SL3).
     let descriptor = match &entity.category_from {
         Some(from) => {

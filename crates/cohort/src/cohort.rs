@@ -301,6 +301,13 @@ impl Cohort {
         crate::disposition::Dispositions::new(&self.inner)
     }
 
+    /// Events of event-based retention (contract SL4): record, withdraw
+    /// and list the events rules count their periods from
+    /// ([`crate::Rule::after_event`]).
+    pub fn events(&self) -> crate::events::Events<'_> {
+        crate::events::Events::new(&self.inner)
+    }
+
     /// The host-deletion service: the host's own deletes, refused when an
     /// active hold covers a target. Host deletions run no row handlers: the
     /// host's callback deletes what it chooses, and its own side effects

@@ -10,6 +10,7 @@ mod dispatch;
 pub mod disposition;
 mod engine;
 mod error;
+pub mod events;
 pub mod evidence;
 pub mod handlers;
 pub mod holds;
@@ -65,7 +66,7 @@ pub mod __private {
     //! public, checked `cohort::model::EntityDescriptor::builder` instead.
     pub use crate::model::descriptor::{
         anonymise_custom, anonymise_empty_string, anonymise_literal, anonymise_named,
-        anonymise_null, anonymised_field, category_from, entity_descriptor, exempt,
+        anonymise_null, anonymised_field, category_from, entity_descriptor, event_keyed, exempt,
         field_descriptor, guarded, markers, retained,
     };
     pub use uuid::Uuid;

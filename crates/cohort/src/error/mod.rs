@@ -8,6 +8,7 @@
 //! `cohort::evidence::EvidenceError`, `cohort::disposition::DispositionError`).
 
 pub(crate) mod disposition;
+pub(crate) mod event;
 pub(crate) mod evidence;
 pub(crate) mod hold;
 pub(crate) mod readiness;
@@ -153,6 +154,11 @@ pub enum Error {
     /// Nothing was written, and a caller's transaction is still usable.
     #[error(transparent)]
     Disposition(#[from] disposition::DispositionError),
+    /// An event request (contract SL4) was refused; the
+    /// [`EventError`](crate::events::EventError) says why. Nothing was
+    /// written.
+    #[error(transparent)]
+    Event(#[from] event::EventError),
 
     /// An evidence call (verify, export, report, certificate) refused or
     /// failed to write.

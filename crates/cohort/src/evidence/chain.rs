@@ -39,6 +39,10 @@ pub enum ChainTable {
     /// on disposition batches (and `retention_disposition_batches`, whose
     /// rows must agree with their decisions; contract DR3).
     Disposition,
+    /// `retention_event_log`: the install's chain of event recordings and
+    /// withdrawals (and `retention_events`, whose rows must agree with their
+    /// last link; contract SL4).
+    Event,
 }
 
 impl ChainTable {
@@ -51,6 +55,7 @@ impl ChainTable {
             ChainTable::Hold => "retention_holds",
             ChainTable::Matter => "retention_matter_events",
             ChainTable::Disposition => "retention_disposition_decisions",
+            ChainTable::Event => "retention_event_log",
         }
     }
 }
@@ -150,6 +155,7 @@ impl fmt::Display for ChainProblem {
                 match self.table {
                     ChainTable::Matter => "matter",
                     ChainTable::Disposition => "disposition batch",
+                    ChainTable::Event => "event",
                     _ => "hold",
                 },
                 self.row
@@ -202,6 +208,8 @@ pub struct VerifyReport {
     pub matter_links: u64,
     /// Decisions on disposition batches checked (contract DR3).
     pub disposition_links: u64,
+    /// Event links (recordings and withdrawals; contract SL4) checked.
+    pub event_links: u64,
     /// The run chain's head: the install's chain head.
     pub head: Option<ChainHead>,
     /// Every row or gap that fails. Empty when the chain is intact.
@@ -232,7 +240,8 @@ impl fmt::Display for VerifyReport {
         writeln!(
             f,
             "evidence chain of schema {:?}: {verdict} ({} runs sealed, {} in progress, {} summaries, \
-             {} row details, {} hold links, {} matter links, {} disposition decisions, {} pruned)",
+             {} row details, {} hold links, {} matter links, {} disposition decisions, {} event links, \
+             {} pruned)",
             self.schema.as_str(),
             self.runs,
             self.runs_in_progress,
@@ -241,6 +250,7 @@ impl fmt::Display for VerifyReport {
             self.hold_links,
             self.matter_links,
             self.disposition_links,
+            self.event_links,
             self.pruned.len()
         )?;
         if let Some(head) = &self.head {
@@ -301,6 +311,7 @@ pub async fn verify(conn: &mut PgConnection, schema: &SchemaName) -> Result<Veri
         superseded: 0,
         matter_links: 0,
         disposition_links: 0,
+        event_links: 0,
         head: None,
         problems: Vec::new(),
         pruned: Vec::new(),
@@ -319,6 +330,7 @@ pub async fn verify(conn: &mut PgConnection, schema: &SchemaName) -> Result<Veri
     verify_holds(&mut tx, schema, &mut report).await?;
     verify_matters(&mut tx, schema, &mut report).await?;
     verify_dispositions(&mut tx, schema, &mut report).await?;
+    verify_events(&mut tx, schema, &mut report).await?;
     tx.commit().await?;
     Ok(report)
 }
@@ -1022,6 +1034,97 @@ async fn verify_dispositions(
                 run_id: None,
                 entity_id: None,
                 seq: last_seq,
+                kind,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The install's chain of event links (contract SL4), and every event
+/// against its last link: an event changed without a link is named as
+/// changed, one with no link as unchained, and a link whose event is gone
+/// as deleted (events are never deleted).
+async fn verify_events(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+    report: &mut VerifyReport,
+) -> Result<(), Error> {
+    let log = schema.table("retention_event_log");
+    let events = schema.table("retention_events");
+    let canon = canonical_bytes_sql(LinkKind::Event, &|c| format!("e.{c}"));
+    let sql = format!(
+        "SELECT e.chain_seq AS seq, e.chain_prev AS prev, e.chain_hash AS hash, e.event_id, \
+                {canon} AS canon \
+         FROM {log} AS e ORDER BY e.chain_seq"
+    );
+    let mut walk = Walk::new();
+    let mut rows = crate::sql::query(AssertSqlSafe(sql)).fetch(&mut *conn);
+    while let Some(row) = rows.try_next().await? {
+        report.event_links += 1;
+        let event: Uuid = row.try_get("event_id")?;
+        let link = Link {
+            seq: row.try_get("seq")?,
+            prev: row.try_get("prev")?,
+            hash: row.try_get("hash")?,
+            canon: row.try_get("canon")?,
+        };
+        for (kind, at) in walk.step(&link, &mut |_| None) {
+            report.problems.push(ChainProblem {
+                table: ChainTable::Event,
+                row: event.to_string(),
+                run_id: None,
+                entity_id: None,
+                seq: at,
+                kind,
+            });
+        }
+    }
+    drop(rows);
+    let same = [
+        "event_type",
+        "subject_key",
+        "tenant_id",
+        "occurred_at",
+        "recorded_by",
+        "recorded_at",
+        "withdrawn_at",
+        "withdrawn_by",
+        "withdrawn_reason",
+    ]
+    .iter()
+    .map(|c| format!("v.{c} IS NOT DISTINCT FROM e.{c}"))
+    .collect::<Vec<_>>()
+    .join(" AND ");
+    let sql = format!(
+        "SELECT COALESCE(v.event_id, e.event_id) AS event_id, e.chain_seq AS seq, \
+                v.event_id IS NOT NULL AS stored, (e.event_id IS NOT NULL AND {same}) AS agrees \
+         FROM {events} AS v \
+         FULL JOIN (SELECT DISTINCT ON (x.event_id) x.* FROM {log} AS x \
+                    ORDER BY x.event_id, x.chain_seq DESC) AS e ON e.event_id = v.event_id \
+         ORDER BY 1"
+    );
+    let rows = crate::sql::query(AssertSqlSafe(sql))
+        .fetch_all(&mut *conn)
+        .await?;
+    for row in rows {
+        let event: Uuid = row.try_get("event_id")?;
+        let seq: Option<i64> = row.try_get("seq")?;
+        let stored: bool = row.try_get("stored")?;
+        let agrees: Option<bool> = row.try_get("agrees")?;
+        let kind = match (stored, seq) {
+            (true, None) => Some(ProblemKind::Unchained),
+            (true, Some(_)) if agrees != Some(true) => Some(ProblemKind::Changed),
+            (false, Some(_)) => Some(ProblemKind::DeletedWhileActive),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            report.problems.push(ChainProblem {
+                table: ChainTable::Event,
+                row: event.to_string(),
+                run_id: None,
+                entity_id: None,
+                seq,
                 kind,
             });
         }

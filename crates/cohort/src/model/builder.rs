@@ -107,6 +107,8 @@ pub enum FieldRole {
     GuardAllow,
     /// The field each row's category comes from (`category_from`).
     CategoryFrom,
+    /// The field holding the subject key events are recorded for (`event_key`).
+    EventKey,
 }
 
 impl FieldRole {
@@ -133,6 +135,7 @@ impl FieldRole {
             FieldRole::ErasureSubject => "erasure_subject",
             FieldRole::GuardAllow => "guard_allow",
             FieldRole::CategoryFrom => "category_from",
+            FieldRole::EventKey => "event_key",
         }
     }
 }
@@ -549,6 +552,8 @@ pub struct EntityDescriptorBuilder {
     category_from: Option<(Name, Vec<(Name, Name)>)>,
     /// The type's category is not a default for unmapped values.
     no_default_category: bool,
+    /// `event_key` fields (one is allowed).
+    event_keys: Vec<Name>,
 }
 
 impl EntityDescriptor {
@@ -602,7 +607,16 @@ impl EntityDescriptorBuilder {
             guard: None,
             category_from: None,
             no_default_category: false,
+            event_keys: Vec::new(),
         }
+    }
+
+    /// Marks the field whose column holds the subject key events are
+    /// recorded for (`#[cohort(event_key)]`, contract SL4): a rule that
+    /// counts its period from an event joins events on it.
+    pub fn event_key(mut self, field: impl Into<Cow<'static, str>>) -> Self {
+        self.event_keys.push(field.into());
+        self
     }
 
     /// Each row's category comes from `field`'s column through `map`, pairs
@@ -921,6 +935,18 @@ impl EntityDescriptorBuilder {
             }
         }
 
+        // The event key (SL4).
+        let mut event_key = None;
+        for (i, field) in self.event_keys.iter().enumerate() {
+            match index_of(field) {
+                None => problems.push(unknown(FieldRole::EventKey, field)),
+                Some(_) if i > 0 => {
+                    problems.push(DescriptorProblem::GivenTwice { key: "event_key" })
+                }
+                Some(index) => event_key = Some(index),
+            }
+        }
+
         // Identity.
         if self.ids.len() > 1 {
             problems.push(DescriptorProblem::GivenTwice { key: "id" });
@@ -1074,6 +1100,7 @@ impl EntityDescriptorBuilder {
             subjects,
             guard,
             category_from,
+            event_key,
         }
     }
 }
@@ -1092,6 +1119,8 @@ struct Checked<'b> {
     anonymise: Vec<(usize, &'b Method)>,
     /// The `category_from` field, once checked.
     category_from: Option<usize>,
+    /// The `event_key` field, once checked.
+    event_key: Option<usize>,
     subjects: Vec<usize>,
     guard: Option<Vec<usize>>,
 }
@@ -1198,6 +1227,7 @@ impl Checked<'_> {
             erasure_subjects,
             guard,
             category_from,
+            event_key: self.event_key.map(|i| fields[i].field),
         }))
     }
 }

@@ -74,6 +74,9 @@ pub struct EntityDescriptor {
     pub(crate) guard: Option<&'static [&'static str]>,
     /// `Some` when each row's category comes from a column (contract SL3).
     pub(crate) category_from: Option<CategoryFrom>,
+    /// The field holding the subject key events are recorded for
+    /// (`#[cohort(event_key)]`, contract SL4).
+    pub(crate) event_key: Option<&'static str>,
 }
 
 /// A type whose rows take their category from a column (contract SL3):
@@ -188,6 +191,13 @@ impl EntityDescriptor {
     /// (`#[cohort(guard_allow)]`): `None` for an unguarded type.
     pub const fn guard(&self) -> Option<&'static [&'static str]> {
         self.guard
+    }
+
+    /// The field marked `#[cohort(event_key)]` (contract SL4): its column
+    /// holds the subject key events are recorded for, which a rule counting
+    /// from an event ([`crate::Rule::after_event`]) joins on.
+    pub const fn event_key(&self) -> Option<&'static str> {
+        self.event_key
     }
 
     /// Where each row's category comes from, for a type that takes it from
@@ -475,6 +485,16 @@ pub const fn entity_descriptor(
         erasure_subjects,
         guard: None,
         category_from: None,
+        event_key: None,
+    }
+}
+
+/// `descriptor`, with its event key field (contract SL4). Derive output only.
+#[doc(hidden)]
+pub const fn event_keyed(descriptor: EntityDescriptor, field: &'static str) -> EntityDescriptor {
+    EntityDescriptor {
+        event_key: Some(field),
+        ..descriptor
     }
 }
 

@@ -98,6 +98,9 @@ pub(crate) struct ResolvedEntity {
     pub(crate) split: Option<Box<CategorySplit>>,
     /// For one category's entity of such a type: which rows are its.
     pub(crate) slice: Option<Box<Slice>>,
+    /// The column holding the subject key events are recorded for
+    /// (`#[cohort(event_key)]`, contract SL4).
+    pub(crate) event_key: Option<Column>,
 }
 
 /// A type whose rows take their category from a column (contract SL3):

@@ -89,6 +89,9 @@ pub struct Rule {
     /// and changes nothing until the batch is approved. See
     /// [`Rule::with_review`]; a later stage's is [`Stage::review`].
     pub review: Option<Review>,
+    /// The event the period counts from, instead of the anchor (contract
+    /// SL4): see [`Rule::after_event`].
+    pub after_event: Option<String>,
 }
 
 /// A later stage of a staged rule (contract SL1): `strategy`, once `period`
@@ -183,7 +186,26 @@ impl Rule {
             reason: None,
             then: Vec::new(),
             review: None,
+            after_event: None,
         }
+    }
+
+    /// Counts the period from an event instead of the anchor (contract
+    /// SL4): a row becomes eligible once an event of type `event_type` was
+    /// recorded for the subject key in its `event_key` column (and tenant)
+    /// and its time plus the period has passed; a row whose event has not
+    /// happened is kept, and counted. The category's capabilities declare
+    /// it ([`Capabilities::after_event`]).
+    ///
+    /// ```
+    /// use cohort::{Period, Rule, Strategy};
+    /// // "Seven years after the account is closed."
+    /// let rule = Rule::new(Period::years(7), Strategy::Purge).after_event("account-closed");
+    /// assert_eq!(rule.after_event.as_deref(), Some("account-closed"));
+    /// ```
+    pub fn after_event(mut self, event_type: impl Into<String>) -> Rule {
+        self.after_event = Some(event_type.into());
+        self
     }
 
     /// Adds a later stage (contract SL1): `strategy` once `period` has
@@ -339,6 +361,7 @@ pub struct Capabilities {
     strategies: BTreeSet<Strategy>,
     staged: bool,
     archive_schema: Option<String>,
+    events: BTreeSet<String>,
 }
 
 impl Capabilities {
@@ -348,6 +371,7 @@ impl Capabilities {
             strategies: BTreeSet::from([strategy]),
             staged: false,
             archive_schema: None,
+            events: BTreeSet::new(),
         }
     }
 
@@ -401,6 +425,31 @@ impl Capabilities {
         self.archive_schema.as_deref()
     }
 
+    /// The category's rules may count their period from events of type
+    /// `event_type` (contract SL4, [`Rule::after_event`]): start-up then
+    /// checks that each of its types names its `event_key` column, and
+    /// events of that type may be recorded.
+    ///
+    /// ```
+    /// use cohort::{Capabilities, Strategy};
+    /// let caps = Capabilities::only(Strategy::Purge).after_event("account-closed");
+    /// assert!(caps.counts_from("account-closed"));
+    /// ```
+    pub fn after_event(mut self, event_type: impl Into<String>) -> Capabilities {
+        self.events.insert(event_type.into());
+        self
+    }
+
+    /// Whether the category may count from events of type `event_type`.
+    pub fn counts_from(&self, event_type: &str) -> bool {
+        self.events.contains(event_type)
+    }
+
+    /// The event types the category may count from, in order.
+    pub fn event_types(&self) -> impl Iterator<Item = &str> + '_ {
+        self.events.iter().map(String::as_str)
+    }
+
     /// These capabilities and `other`'s together (the strategies of both;
     /// staged if either is; the first archive schema).
     pub(crate) fn union(mut self, other: &Capabilities) -> Capabilities {
@@ -409,6 +458,7 @@ impl Capabilities {
         if self.archive_schema.is_none() {
             self.archive_schema.clone_from(&other.archive_schema);
         }
+        self.events.extend(other.events.iter().cloned());
         self
     }
 
@@ -433,6 +483,7 @@ impl<const N: usize> From<[Strategy; N]> for Capabilities {
             strategies: strategies.into_iter().collect(),
             staged: false,
             archive_schema: None,
+            events: BTreeSet::new(),
         }
     }
 }

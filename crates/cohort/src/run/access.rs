@@ -156,6 +156,7 @@ impl Engine {
                     marker: None,
                     stage: None,
                     review: None,
+                    event: None,
                 };
                 let mut counts = AccessType {
                     entity_id: e.entity_id,

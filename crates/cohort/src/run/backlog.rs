@@ -184,6 +184,7 @@ impl Engine {
                     plan.rule.audit == AuditDetail::PerRow,
                     false,
                     plan.stage.as_ref().map(|s| s.sql(source)),
+                    plan.rule.after_event.is_some(),
                 );
                 let values = Values {
                     entity: e,
@@ -202,6 +203,7 @@ impl Engine {
                     marker: None,
                     stage: plan.stage.as_ref().map(StageValues::preview),
                     review: None,
+                    event: plan.rule.after_event.as_deref(),
                 };
                 match measure(&mut conn, &sql, &values).await {
                     Ok(c) => {

@@ -94,6 +94,8 @@ pub(crate) struct Values<'a> {
     /// Disposition review's values (`None` unless the stage is under
     /// review, contract DR1).
     pub(crate) review: Option<ReviewValues>,
+    /// The event type the rule counts its period from (contract SL4).
+    pub(crate) event: Option<&'a str>,
 }
 
 /// The values disposition review binds (contracts DR1, DR2; see
@@ -247,6 +249,7 @@ fn bind_with<'q>(
             P::Matter(p) => matters.bind(q, p),
             P::StageBefore => q.bind(v.stage.map(|s| s.before)),
             P::LegalCutoff => q.bind(v.stage.map(|s| s.legal_cutoff)),
+            P::EventType => q.bind(v.event.map(str::to_owned)),
             P::SliceValues => q.bind(
                 v.entity
                     .slice

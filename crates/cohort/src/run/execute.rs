@@ -520,6 +520,7 @@ impl Engine {
             per_row,
             !handlers.is_empty(),
             plan.stage.as_ref().map(|s| s.sql(source)),
+            plan.rule.after_event.is_some(),
         );
         let values = Values {
             entity: e,
@@ -547,6 +548,7 @@ impl Engine {
                     .map_or(PgTime::INFINITY, |c| PgTime::cutoff(&c)),
             }),
             review: None,
+            event: plan.rule.after_event.as_deref(),
         };
 
         // DR1, DR2: a stage under review changes only approved batches'

@@ -114,6 +114,7 @@ pub(crate) async fn plan_stages(
     now: DateTime<Utc>,
 ) -> Result<Vec<EntityPlan>, Failure> {
     let rule = resolve(provider, e, tenant, now).await?;
+    check_event(e, &rule)?;
     if !rule.is_staged() {
         check_strategy(e, rule.strategy)?;
         let applied = rule.effective_period(now);
@@ -278,6 +279,34 @@ async fn resolve(
         Ok(Ok(Some(rule))) => rule,
     };
     Ok(rule)
+}
+
+/// A rule counting from an event (contract SL4): the category declares the
+/// event type, and the type has its event key.
+fn check_event(e: &ResolvedEntity, rule: &Rule) -> Result<(), Failure> {
+    let Some(event) = &rule.after_event else {
+        return Ok(());
+    };
+    if !e.capabilities.counts_from(event) {
+        return Err(Failure::reason(
+            FailureKind::UndeclaredStrategy,
+            &format_args!(
+                "category {:?} resolved to a rule counting from event {event:?}, which its \
+                 capabilities do not declare (Capabilities::after_event)",
+                e.category
+            ),
+        ));
+    }
+    if e.event_key.is_none() {
+        return Err(Failure::reason(
+            FailureKind::UnsupportedStrategy,
+            &format_args!(
+                "{} has no event key column (#[cohort(event_key)]) for event {event:?}",
+                e.type_name()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `strategy` is declared for `e`'s category and fits its columns.

@@ -147,6 +147,7 @@ impl Engine {
                         plan.rule.audit == AuditDetail::PerRow,
                         false,
                         plan.stage.as_ref().map(|s| s.sql(source)),
+                        plan.rule.after_event.is_some(),
                     );
                     let values = Values {
                         entity: e,
@@ -165,6 +166,7 @@ impl Engine {
                         marker: None,
                         stage: plan.stage.as_ref().map(StageValues::preview),
                         review: None,
+                        event: plan.rule.after_event.as_deref(),
                     };
                     if let Some(review) = &plan.review {
                         let reviewed = super::review::Reviewed {

@@ -148,6 +148,7 @@ impl Reviewed<'_> {
             !self.values.handlers.is_empty(),
             self.plan.stage.as_ref().map(|s| s.sql(e)),
             true,
+            self.plan.rule.after_event.is_some(),
         );
         if self.dry_run {
             // What a real sweep at this instant would carry out: the
@@ -273,6 +274,7 @@ impl Reviewed<'_> {
             false,
             self.plan.stage.as_ref().map(|s| s.sql(e)),
             true,
+            self.plan.rule.after_event.is_some(),
         );
         let mut approved = 0;
         for id in self.due(conn).await? {
@@ -522,6 +524,7 @@ impl Reviewed<'_> {
             schema,
             self.ledger,
             self.plan.stage.as_ref().map(|s| s.sql(e)),
+            self.plan.rule.after_event.is_some(),
         );
         let values = self.values_for(batch_id);
         let matters = MatterSet::read_in(conn, schema, e, self.values.tenant, None, None).await?;

@@ -112,6 +112,8 @@ pub(crate) enum P {
     /// The run's logical time (`PgTime`): rejections and extensions keep
     /// rows until then.
     LogicalNow,
+    /// The event type a rule counts its period from (text; contract SL4).
+    EventType,
 }
 
 /// One stage of a staged rule, as its statements see it (contract SL1).
@@ -191,6 +193,9 @@ struct Parts<'a> {
     /// Whether the statements are restricted to the rows of one approved
     /// disposition batch ([`P::Batch`]; contract DR2).
     batch: bool,
+    /// The rule counts its period from an event (contract SL4): rows age by
+    /// their subject's event, not the anchor.
+    event: bool,
 }
 
 impl Parts<'_> {
@@ -218,7 +223,12 @@ impl Parts<'_> {
             }
         }
         if self.aged() {
-            let _ = write!(s, " AND t.{} < {}", self.age().name, b.p(P::Cutoff));
+            if self.by_event() {
+                let cutoff = b.p(P::Cutoff);
+                let _ = write!(s, " AND {}", self.event_exists(b, Some(&cutoff)));
+            } else {
+                let _ = write!(s, " AND t.{} < {}", self.age().name, b.p(P::Cutoff));
+            }
         }
         s.push_str(&self.pending());
         s.push_str(&self.stage_state(b));
@@ -251,6 +261,40 @@ impl Parts<'_> {
                 c = slice.column.name
             )
         }
+    }
+
+    /// Whether rows age by their subject's event (contract SL4): the rule
+    /// counts from one, in a sweep, at its first stage.
+    fn by_event(&self) -> bool {
+        self.event
+            && !self.erasure()
+            && self.stage.is_none_or(|s| s.age.is_none())
+            && self.e.event_key.is_some()
+    }
+
+    /// A live event of the rule's type for row `t`'s subject key (and
+    /// tenant), before `cutoff` when given: one probe of the events'
+    /// `(event_type, subject_key, tenant_id)` index.
+    fn event_exists(&self, b: &mut Params<P>, cutoff: Option<&str>) -> String {
+        let Some(key) = &self.e.event_key else {
+            return "false".to_owned();
+        };
+        let tenant = match &self.e.tenant {
+            Some(c) => format!("ev.tenant_id OPERATOR(pg_catalog.=) t.{}", c.name),
+            None => "ev.tenant_id IS NULL".to_owned(),
+        };
+        let before = cutoff
+            .map(|c| format!(" AND ev.occurred_at OPERATOR(pg_catalog.<) {c}"))
+            .unwrap_or_default();
+        format!(
+            "EXISTS (SELECT 1 FROM {events} AS ev \
+              WHERE ev.event_type OPERATOR(pg_catalog.=) {kind}::pg_catalog.text \
+                AND ev.subject_key OPERATOR(pg_catalog.=) (t.{key})::pg_catalog.text \
+                AND {tenant} AND ev.withdrawn_at IS NULL{before})",
+            events = self.schema.table("retention_events"),
+            kind = b.p(P::EventType),
+            key = key.name,
+        )
     }
 
     /// The column rows age by: the anchor, or a later stage's stamp.
@@ -641,10 +685,16 @@ impl Parts<'_> {
             }
             scope.push_str(&self.stage_state(&mut b));
             scope.push_str(&self.slice(&mut b));
+            // Rows whose event has not happened count as a NULL anchor does
+            // (contract SL4): kept, and reported.
+            let waiting = if self.by_event() {
+                format!("NOT {}", self.event_exists(&mut b, None))
+            } else {
+                format!("t.{} IS NULL", self.age().name)
+            };
             format!(
-                "(SELECT pg_catalog.count(*) FROM {table} AS t WHERE {scope} AND t.{anchor} IS NULL{pending})",
+                "(SELECT pg_catalog.count(*) FROM {table} AS t WHERE {scope} AND {waiting}{pending})",
                 table = e.table,
-                anchor = self.age().name,
                 pending = self.pending()
             )
         } else {
@@ -886,6 +936,7 @@ impl EntitySql {
             capture: false,
             stage: None,
             batch: false,
+            event: false,
         };
         let mut b = Params::new();
         let eligible = parts.eligible(&mut b);
@@ -922,9 +973,10 @@ impl EntitySql {
         per_row: bool,
         capture: bool,
         stage: Option<StageSql<'_>>,
+        event: bool,
     ) -> EntitySql {
         Self::build_in(
-            e, strategy, schema, ledger, purpose, per_row, capture, stage, false,
+            e, strategy, schema, ledger, purpose, per_row, capture, stage, false, event,
         )
     }
 
@@ -942,6 +994,7 @@ impl EntitySql {
         capture: bool,
         stage: Option<StageSql<'_>>,
         batch: bool,
+        event: bool,
     ) -> EntitySql {
         // Handlers' work refers to the row details: capture implies them.
         let per_row = per_row || capture;
@@ -956,6 +1009,7 @@ impl EntitySql {
             capture,
             stage,
             batch,
+            event,
         };
         let customs = parts.customs().count();
         let erasure = parts.erasure();
@@ -1069,6 +1123,7 @@ impl EntitySql {
         schema: &SchemaName,
         ledger: &Ledger,
         stage: Option<StageSql<'_>>,
+        event: bool,
     ) -> [Statement<P>; 2] {
         let parts = Parts {
             e,
@@ -1081,6 +1136,7 @@ impl EntitySql {
             capture: false,
             stage,
             batch: false,
+            event,
         };
         [parts.freeze(false), parts.freeze(true)]
     }

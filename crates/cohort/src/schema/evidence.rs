@@ -63,6 +63,9 @@ pub(crate) enum LinkKind {
     /// A decision on a disposition batch (the install's disposition chain,
     /// migration 10).
     Disposition,
+    /// An event's recording or withdrawal (the install's event chain,
+    /// contract SL4).
+    Event,
 }
 
 use Enc::{Bool, Hash, Int, Text, Time, Uuid};
@@ -189,6 +192,23 @@ const DISPOSITION_FIELDS: &[(&str, Enc)] = &[
     ("decided_at", Time),
 ];
 
+const EVENT_FIELDS: &[(&str, Enc)] = &[
+    ("chain_seq", Int),
+    ("chain_prev", Hash),
+    ("event_id", Uuid),
+    ("action", Text),
+    ("event_type", Text),
+    ("subject_key", Text),
+    ("tenant_id", Uuid),
+    ("occurred_at", Time),
+    ("recorded_by", Text),
+    ("recorded_at", Time),
+    ("withdrawn_at", Time),
+    ("withdrawn_by", Text),
+    ("withdrawn_reason", Text),
+    ("logged_at", Time),
+];
+
 impl LinkKind {
     /// The domain tag, the first field of every canonical encoding.
     pub(crate) const fn tag(self) -> &'static str {
@@ -200,6 +220,7 @@ impl LinkKind {
             LinkKind::HoldRemoval => "cohort-ev1:hold-removal",
             LinkKind::Matter => "cohort-ev1:matter",
             LinkKind::Disposition => "cohort-ev1:disposition",
+            LinkKind::Event => "cohort-ev1:event",
         }
     }
 
@@ -213,6 +234,7 @@ impl LinkKind {
             LinkKind::HoldRemoval => HOLD_REMOVAL_FIELDS,
             LinkKind::Matter => MATTER_FIELDS,
             LinkKind::Disposition => DISPOSITION_FIELDS,
+            LinkKind::Event => EVENT_FIELDS,
         }
     }
 }
@@ -810,6 +832,7 @@ mod tests {
             LinkKind::HoldCreated | LinkKind::HoldRemoval => "retention_holds",
             LinkKind::Matter => "retention_matter_events",
             LinkKind::Disposition => "retention_disposition_decisions",
+            LinkKind::Event => "retention_event_log",
         };
         for k in [
             LinkKind::Run,
@@ -819,6 +842,7 @@ mod tests {
             LinkKind::HoldRemoval,
             LinkKind::Matter,
             LinkKind::Disposition,
+            LinkKind::Event,
         ] {
             let t = TABLES
                 .iter()

@@ -10,7 +10,7 @@ pub use crate::error::readiness::MigrationId;
 
 /// Every migration, in order. Append only: a published migration's SQL is
 /// frozen (hosts' migration tools checksum it).
-pub(super) const MIGRATIONS: [MigrationInfo; 11] = [
+pub(super) const MIGRATIONS: [MigrationInfo; 12] = [
     MigrationInfo {
         version: 1,
         name: "cohort_tables",
@@ -77,11 +77,17 @@ pub(super) const MIGRATIONS: [MigrationInfo; 11] = [
         summary: "the archive strategy: the ledger accepts Archive, and each archive batch's count and checksum are recorded",
         data_step: None,
     },
+    MigrationInfo {
+        version: 12,
+        name: "cohort_events",
+        summary: "event-based retention: the events a rule may count its period from, withdrawn never deleted, and their evidence chain",
+        data_step: None,
+    },
 ];
 
 /// The schema version this library needs: the number of its last migration.
 /// Readiness fails on a database whose recorded version is lower.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 pub(super) fn migration_ids() -> impl Iterator<Item = MigrationId> {
     MIGRATIONS.iter().map(|m| MigrationId {
@@ -341,7 +347,8 @@ mod tests {
                 "0008_cohort_matters.sql",
                 "0009_cohort_subject_access.sql",
                 "0010_cohort_disposition.sql",
-                "0011_cohort_archive.sql"
+                "0011_cohort_archive.sql",
+                "0012_cohort_events.sql"
             ]
         );
         assert_eq!(
@@ -357,7 +364,8 @@ mod tests {
                 "V8__cohort_matters.sql",
                 "V9__cohort_subject_access.sql",
                 "V10__cohort_disposition.sql",
-                "V11__cohort_archive.sql"
+                "V11__cohort_archive.sql",
+                "V12__cohort_events.sql"
             ]
         );
     }
@@ -371,7 +379,7 @@ mod tests {
         ));
         let public = SchemaName::public();
         let first = write_migration_files(&dir, &public, Layout::Sqlx).expect("write");
-        assert_eq!(first.len(), 14);
+        assert_eq!(first.len(), 15);
         let again = write_migration_files(&dir, &public, Layout::Sqlx).expect("rewrite");
         assert_eq!(first, again);
         let other = SchemaName::new("retention").expect("valid");

@@ -9,6 +9,7 @@
 
 mod ddl;
 mod disposition;
+mod events;
 pub(crate) mod evidence;
 pub(crate) mod fence;
 mod matters;
@@ -32,8 +33,9 @@ use crate::sql::Ident;
 /// 1, the registry of retained types (migration 5), the worker's lease
 /// (migration 7), matter holds and their evidence (migration 8), subject
 /// access exports (migration 9), disposition batches, their records and the
-/// decisions on them (migration 10), archive batches (migration 11).
-pub const TABLES: [&str; 14] = [
+/// decisions on them (migration 10), archive batches (migration 11), events
+/// and their evidence (migration 12).
+pub const TABLES: [&str; 16] = [
     "sweep_run",
     "sweep_run_entity_summary",
     "sweep_run_row_detail",
@@ -48,6 +50,8 @@ pub const TABLES: [&str; 14] = [
     "retention_disposition_records",
     "retention_disposition_decisions",
     "retention_archive_batches",
+    "retention_events",
+    "retention_event_log",
 ];
 
 pub use crate::sql::SchemaName;

@@ -352,6 +352,24 @@ pub(super) const DISPOSITION_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
 /// batch's count and checksum are recorded.
 pub(super) const ARCHIVE: i64 = 11;
 
+/// The migration that adds event-based retention (contract SL4): the events
+/// and their evidence chain.
+pub(super) const EVENTS: i64 = 12;
+
+/// The events' guard trigger function (see [`super::events`]).
+pub(super) const EVENT_GUARD_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "retention_events_guard",
+    body: super::events::guard_trigger_body,
+    definer: false,
+};
+
+/// The events' evidence trigger function (see [`super::events`]).
+pub(super) const EVENT_CHAIN_FUNCTION: FunctionSpec = FunctionSpec {
+    name: "retention_events_evidence_chain",
+    body: super::events::chain_trigger_body,
+    definer: true,
+};
+
 /// The matters' fence trigger function (see [`super::matters`]).
 pub(super) const MATTER_FENCE_FUNCTION: FunctionSpec = FunctionSpec {
     name: "retention_matters_fence",
@@ -383,7 +401,7 @@ pub(super) const RUN_CHAIN_FUNCTION_SUBJECT: FunctionSpec = FunctionSpec {
 };
 
 /// Cohort's tables, in creation order (foreign keys point backwards).
-pub(super) const TABLES: [TableSpec; 14] = [
+pub(super) const TABLES: [TableSpec; 16] = [
     TableSpec {
         name: "sweep_run",
         since: 1,
@@ -1029,6 +1047,98 @@ pub(super) const TABLES: [TableSpec; 14] = [
             r#""row_count" > 0"#,
         )],
         indexes: &[],
+        triggers: &[],
+    },
+    TableSpec {
+        name: "retention_events",
+        since: EVENTS,
+        // The events of event-based retention (contract SL4): a type and a
+        // subject key (in a tenant, or none), when it happened, who recorded
+        // it; withdrawn once, never changed otherwise nor deleted.
+        columns: &[
+            col("event_id", Uuid, true),
+            col("event_type", Text, true),
+            col("subject_key", Text, true),
+            col("tenant_id", Uuid, false),
+            col("occurred_at", Timestamptz, true),
+            col("recorded_by", Text, true),
+            col("recorded_at", Timestamptz, true),
+            col("withdrawn_at", Timestamptz, false),
+            col("withdrawn_by", Text, false),
+            col("withdrawn_reason", Text, false),
+        ],
+        primary_key: key("retention_events_pkey", &["event_id"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[
+            check(
+                "retention_events_words_check",
+                r#"length(btrim("event_type")) > 0 AND length("subject_key") > 0 AND length(btrim("recorded_by")) > 0"#,
+            ),
+            check(
+                "retention_events_withdrawal_check",
+                r#"("withdrawn_at" IS NULL) = ("withdrawn_by" IS NULL) AND ("withdrawn_at" IS NULL) = ("withdrawn_reason" IS NULL)"#,
+            ),
+        ],
+        indexes: &[index(
+            "retention_events_key_idx",
+            &["event_type", "subject_key", "tenant_id"],
+        )],
+        triggers: &[
+            TriggerSpec {
+                name: "retention_events_guard",
+                timing: TriggerTiming::Before,
+                events: &[
+                    TriggerEvent::Insert,
+                    TriggerEvent::Update,
+                    TriggerEvent::Delete,
+                ],
+                function: &EVENT_GUARD_FUNCTION,
+                since: EVENTS,
+            },
+            TriggerSpec {
+                name: "retention_events_evidence_chain",
+                timing: TriggerTiming::After,
+                events: &[TriggerEvent::Insert, TriggerEvent::Update],
+                function: &EVENT_CHAIN_FUNCTION,
+                since: EVENTS,
+            },
+        ],
+    },
+    TableSpec {
+        name: "retention_event_log",
+        since: EVENTS,
+        // The events' evidence chain (contract SL4, EV1): one link per
+        // recording and withdrawal, install-wide, written by the events'
+        // trigger only. Append-only.
+        columns: &[
+            col("chain_seq", Bigint, true),
+            col("chain_prev", Bytea, false),
+            col("chain_hash", Bytea, true),
+            col("event_id", Uuid, true),
+            col("action", Text, true),
+            col("event_type", Text, true),
+            col("subject_key", Text, true),
+            col("tenant_id", Uuid, false),
+            col("occurred_at", Timestamptz, true),
+            col("recorded_by", Text, true),
+            col("recorded_at", Timestamptz, true),
+            col("withdrawn_at", Timestamptz, false),
+            col("withdrawn_by", Text, false),
+            col("withdrawn_reason", Text, false),
+            col("logged_at", Timestamptz, true),
+        ],
+        primary_key: key("retention_event_log_pkey", &["chain_seq"]),
+        unique: &[],
+        foreign_keys: &[],
+        checks: &[check(
+            "retention_event_log_action_check",
+            r#""action" IN ('Recorded', 'Withdrawn')"#,
+        )],
+        indexes: &[index(
+            "retention_event_log_event_idx",
+            &["event_id", "chain_seq"],
+        )],
         triggers: &[],
     },
 ];

@@ -27,6 +27,7 @@ mod cascade;
 mod categories;
 mod columns;
 pub(crate) mod connection;
+mod events;
 pub(crate) mod guards;
 mod inheritance;
 mod keys;
@@ -264,6 +265,33 @@ pub(crate) async fn validate(
             }
         }
 
+        // SL4: the subject key events are joined on.
+        let event_key = events::key_column(target, table, &types, &mut problems);
+        if c.capabilities
+            .as_ref()
+            .is_some_and(|caps| caps.event_types().next().is_some())
+            && target.descriptor.event_key().is_none()
+        {
+            let types: Vec<&str> = c
+                .capabilities
+                .as_ref()
+                .map(|caps| caps.event_types().collect())
+                .unwrap_or_default();
+            target.problem(
+                &mut problems,
+                None,
+                Issue::new(
+                    format!(
+                        "category \"{}\" may count its period from an event ({}), and the type \
+                         has no column holding the subject key events are recorded for",
+                        target.category,
+                        types.join(", ")
+                    ),
+                    "mark the field whose column holds the event's subject key with #[cohort(event_key)]",
+                ),
+            );
+        }
+
         if problems.has(target.index) {
             continue;
         }
@@ -295,6 +323,7 @@ pub(crate) async fn validate(
                 archive: None,
                 split: None,
                 slice: None,
+                event_key,
             };
             let attnum = |name: &str| table.column(name).map(|c| c.attnum).unwrap_or(0);
             let speed_columns = speed::Columns {

@@ -72,6 +72,7 @@ const fn plain(type_name: &'static str, id: u128, table: &'static str) -> Entity
         erasure_subjects: &[],
         guard: None,
         category_from: None,
+        event_key: None,
     }
 }
 
@@ -109,6 +110,7 @@ static CHILD: EntityDescriptor = EntityDescriptor {
     erasure_subjects: &["subject"],
     guard: None,
     category_from: None,
+    event_key: None,
 };
 
 const TABLES: &str = r#"

@@ -51,6 +51,10 @@ const LAYERS: &[(&str, &str)] = &[
         "row handlers: their types, registry and queue SQL",
     ),
     ("engine", "the state every operation runs on"),
+    (
+        "events",
+        "event-based retention's events: record, withdraw, read",
+    ),
     ("holds", "legal holds and host deletions"),
     (
         "disposition",

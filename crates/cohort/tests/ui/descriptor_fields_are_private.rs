@@ -32,6 +32,7 @@ static NOTE: EntityDescriptor = EntityDescriptor {
     erasure_subjects: &[],
     guard: None,
     category_from: None,
+    event_key: None,
 };
 
 fn main() {

@@ -58,7 +58,12 @@ pub(in crate::validate) async fn check(
                 .as_ref()
                 .is_some_and(|caps| caps.archive_schema().is_some())
         });
-        for need in cohort_needs(&schema, row_handlers, archives) {
+        let events = candidates.iter().any(|c| {
+            c.capabilities
+                .as_ref()
+                .is_some_and(|caps| caps.event_types().next().is_some())
+        });
+        for need in cohort_needs(&schema, row_handlers, archives, events) {
             if let Object::Schema(s) = &need.object {
                 if schemas_seen.contains(s) {
                     continue;

@@ -257,6 +257,7 @@ pub fn role_grants(
     let registered = registry::register(&reg, &mut problems);
     let mut needs = Vec::new();
     let mut archives = false;
+    let mut events = false;
     for target in registered.targets {
         let resolved = roles::resolve(&target, &options.conventions, &mut problems);
         let capabilities = provider.capabilities(target.category);
@@ -265,6 +266,7 @@ pub fn role_grants(
         }
         if let Some(caps) = &capabilities {
             archives |= caps.archive_schema().is_some();
+            events |= caps.event_types().next().is_some();
             let captured = captures(&target, (roles.row_handlers, roles.captured.as_deref()));
             needs.extend(type_needs(&target, &resolved, caps, captured));
         }
@@ -287,7 +289,7 @@ pub fn role_grants(
         }
     }
     // Cohort's schema first, then the retained tables, then Cohort's tables.
-    let mut all = cohort_needs(&schema, roles.row_handlers, archives);
+    let mut all = cohort_needs(&schema, roles.row_handlers, archives, events);
     let cohort_tables = all.split_off(1);
     all.extend(needs);
     all.extend(cohort_tables);

@@ -215,6 +215,12 @@ pub(super) fn type_needs(
     for &s in &roles.subjects {
         select(Some(s), "erasure compares the erasure-subject columns");
     }
+    if let Some(key) = target.descriptor.event_key() {
+        select(
+            target.descriptor.field(key),
+            "a rule counting from an event joins events on this column (event_key)",
+        );
+    }
     if let Some(from) = target.descriptor.category_from() {
         select(
             target.descriptor.field(from.field()),
@@ -731,16 +737,49 @@ pub(super) const ARCHIVE_TABLES: [CohortTable; 1] = [CohortTable {
     why: "each archive batch records its count and checksum (contract SL2)",
 }];
 
+/// What event-based retention adds on Cohort's tables, when a category of
+/// the model counts from an event (contract SL4).
+pub(super) const EVENT_TABLES: [CohortTable; 1] = [CohortTable {
+    name: "retention_events",
+    // Sweeps probe the events of their rows' keys; the events API records,
+    // withdraws (after reading the event under a row lock) and lists them.
+    select: Columns::All,
+    insert: Columns::Only(&[
+        "event_id",
+        "event_type",
+        "subject_key",
+        "tenant_id",
+        "occurred_at",
+        "recorded_by",
+        "recorded_at",
+    ]),
+    update: Columns::Only(&["withdrawn_at", "withdrawn_by", "withdrawn_reason"]),
+    delete: false,
+    why: "rules count from events: sweeps read them, the events API records and withdraws them",
+}];
+
 /// What the engine needs on Cohort's own tables in `schema` (with row
-/// handlers registered, and with archiving types, what they add).
-pub(super) fn cohort_needs(schema: &SchemaName, row_handlers: bool, archives: bool) -> Vec<Need> {
+/// handlers registered, with archiving types, and with event-based rules,
+/// what they add).
+pub(super) fn cohort_needs(
+    schema: &SchemaName,
+    row_handlers: bool,
+    archives: bool,
+    events: bool,
+) -> Vec<Need> {
     let mut needs = vec![Need::schema(
         schema.ident().clone(),
         "Cohort's tables are in this schema",
     )];
     let extra: &[CohortTable] = if row_handlers { &HANDLER_TABLES } else { &[] };
     let archive: &[CohortTable] = if archives { &ARCHIVE_TABLES } else { &[] };
-    for t in COHORT_TABLES.iter().chain(extra).chain(archive) {
+    let event: &[CohortTable] = if events { &EVENT_TABLES } else { &[] };
+    for t in COHORT_TABLES
+        .iter()
+        .chain(extra)
+        .chain(archive)
+        .chain(event)
+    {
         let table = schema.table(t.name);
         for (privilege, columns) in [
             (Privilege::Select, t.select),
@@ -778,6 +817,7 @@ mod tests {
             .iter()
             .chain(&HANDLER_TABLES)
             .chain(&ARCHIVE_TABLES)
+            .chain(&EVENT_TABLES)
         {
             assert!(crate::schema::TABLES.contains(&t.name), "{}", t.name);
         }

@@ -96,7 +96,8 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 id(8, "cohort_matters"),
                 id(9, "cohort_subject_access"),
                 id(10, "cohort_disposition"),
-                id(11, "cohort_archive")
+                id(11, "cohort_archive"),
+                id(12, "cohort_events")
             ]
         );
 
@@ -116,7 +117,7 @@ async fn sqlx_migrator_installs_cohort_and_a_second_run_changes_nothing() {
                 .expect("history");
         assert_eq!(
             applied,
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
             "schema {name:?}"
         );
     }
@@ -129,7 +130,7 @@ async fn migration_files_written_for_sqlx_are_what_sqlx_reads() {
     let schema = SchemaName::new("retention").expect("valid");
     let dir = std::env::temp_dir().join(format!("cohort-sqlx-files-{}", Uuid::new_v4().simple()));
     let written = write_migration_files(&dir, &schema, Layout::Sqlx).expect("write files");
-    assert_eq!(written.len(), 14);
+    assert_eq!(written.len(), 15);
 
     let mut from_files = Migrator::new(dir.as_path())
         .await
@@ -236,7 +237,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
 
     let at_1 = readiness(&db, &schema).await;
     assert_eq!(at_1.installed_version, Some(1));
-    assert_eq!(at_1.required_version, 11);
+    assert_eq!(at_1.required_version, 12);
     let missing = vec![
         id(2, "cohort_entity_fence"),
         id(3, "cohort_row_handlers"),
@@ -248,6 +249,7 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         id(9, "cohort_subject_access"),
         id(10, "cohort_disposition"),
         id(11, "cohort_archive"),
+        id(12, "cohort_events"),
     ];
     assert_eq!(at_1.missing_migrations, missing);
     // The missing migrations are the one problem: what they add is not listed again.
@@ -255,18 +257,18 @@ async fn upgrading_from_version_1_keeps_the_data_and_ends_ready() {
         at_1.problems,
         vec![ReadinessProblem::MissingMigrations {
             installed: Some(1),
-            required: 11,
+            required: 12,
             missing,
         }],
         "{at_1}"
     );
     assert!(
         at_1.to_string().contains(
-            "Cohort's schema is at version 1, this library needs 11: apply migration(s) \
+            "Cohort's schema is at version 1, this library needs 12: apply migration(s) \
              2 (cohort_entity_fence), 3 (cohort_row_handlers), 4 (cohort_evidence_chain), \
              5 (cohort_entity_registry), 6 (cohort_erasure_subject), 7 (cohort_leases), \
              8 (cohort_matters), 9 (cohort_subject_access), \
-             10 (cohort_disposition), 11 (cohort_archive)"
+             10 (cohort_disposition), 11 (cohort_archive), 12 (cohort_events)"
         ),
         "{at_1}"
     );
@@ -499,7 +501,7 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
         vec![
             ReadinessProblem::MissingMigrations {
                 installed: None,
-                required: 11,
+                required: 12,
                 missing: vec![
                     id(1, "cohort_tables"),
                     id(2, "cohort_entity_fence"),
@@ -511,7 +513,8 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
                     id(8, "cohort_matters"),
                     id(9, "cohort_subject_access"),
                     id(10, "cohort_disposition"),
-                    id(11, "cohort_archive")
+                    id(11, "cohort_archive"),
+                    id(12, "cohort_events")
                 ],
             },
             ReadinessProblem::MissingColumn {
@@ -569,16 +572,22 @@ async fn migration_1_makes_exactly_the_pre_versioning_tables_and_adopts_them() {
             ReadinessProblem::MissingTable {
                 table: "retention_archive_batches"
             },
+            ReadinessProblem::MissingTable {
+                table: "retention_events"
+            },
+            ReadinessProblem::MissingTable {
+                table: "retention_event_log"
+            },
         ],
         "{report}"
     );
     assert!(
         report.to_string().contains(
-            "no Cohort schema version is recorded on sweep_run (this library needs 11): \
+            "no Cohort schema version is recorded on sweep_run (this library needs 12): \
                  apply migration(s) 1 (cohort_tables), 2 (cohort_entity_fence), 3 (cohort_row_handlers), \
                  4 (cohort_evidence_chain), 5 (cohort_entity_registry), 6 (cohort_erasure_subject), \
                  7 (cohort_leases), 8 (cohort_matters), 9 (cohort_subject_access), \
-             10 (cohort_disposition), 11 (cohort_archive)"
+             10 (cohort_disposition), 11 (cohort_archive), 12 (cohort_events)"
         ),
         "{report}"
     );
@@ -628,7 +637,8 @@ async fn migration_2_reverts_to_version_1_and_reapplies() {
             id(8, "cohort_matters"),
             id(9, "cohort_subject_access"),
             id(10, "cohort_disposition"),
-            id(11, "cohort_archive")
+            id(11, "cohort_archive"),
+            id(12, "cohort_events")
         ]
     );
     let triggers: i64 = sqlx::query_scalar(
@@ -665,7 +675,7 @@ fn hex(bytes: &[u8]) -> String {
 /// migration's text must never change. Add a migration instead.
 #[test]
 fn published_migrations_never_change() {
-    let expected: [(i64, MigrationType, &str); 14] = [
+    let expected: [(i64, MigrationType, &str); 15] = [
         (
             1,
             MigrationType::Simple,
@@ -735,6 +745,11 @@ fn published_migrations_never_change() {
             11,
             MigrationType::Simple,
             "9c32cadd8772c7105a294578aaaf45b8b83762355ac5533f44f1f380631c8aa52ee2a4e6ce3e3134fce8bc2b1173a0af",
+        ),
+        (
+            12,
+            MigrationType::Simple,
+            "64f016e1edd7b382ec84f9d1368c1162eacc052281d15f9488db8092be276d896bd6cb993cba92c45a705406c510ff75",
         ),
     ];
     let actual: Vec<(i64, MigrationType, String)> = sqlx_migrations(&SchemaName::public())

@@ -6,6 +6,7 @@ mod backlog;
 mod batches;
 mod categories;
 mod engine;
+mod events;
 mod execution;
 mod hold_check;
 mod maintenance;
