@@ -113,6 +113,10 @@ pub(crate) enum Command {
     /// reject or extend them.
     #[command(subcommand)]
     Disposition(DispositionCommand),
+    /// Events of event-based retention ("7 years after account-closed"):
+    /// record, list, withdraw.
+    #[command(subcommand)]
+    Events(EventsCommand),
     /// The erasure register: write it, or replay it after a restore.
     #[command(subcommand)]
     Erasures(ErasuresCommand),
@@ -508,6 +512,77 @@ pub(crate) struct MattersExtendArgs {
     /// No expiry: until released.
     #[arg(long, conflicts_with = "expires")]
     pub(crate) no_expiry: bool,
+}
+
+/// `events ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum EventsCommand {
+    /// Record that an event happened to a subject: rows keyed by it start
+    /// aging under every rule counting from the event's type.
+    #[command(after_help = after(
+        "  cohort events add --type account-closed --subject customer-4711 \\\n      --tenant 2b0c6e1e-5d4c-4a8e-9a59-1f3c1d0e7a21 --at 2026-03-31T17:00:00Z --by crm-sync"
+    ))]
+    Add(EventsAddArgs),
+    /// The events recorded (`--all`: withdrawn ones too), latest first.
+    #[command(after_help = after("  cohort events list --subject customer-4711\n  cohort events list --type account-closed --all --json"))]
+    List(EventsListArgs),
+    /// Withdraw an event recorded by mistake: from the next sweep on it
+    /// counts no more (a correction is a withdrawal and a new event).
+    #[command(after_help = after("  cohort events withdraw 4c1d2e3f-... --by ann --reason \"the account was reopened\""))]
+    Withdraw(EventsWithdrawArgs),
+}
+
+/// `events add`.
+#[derive(Debug, Args)]
+pub(crate) struct EventsAddArgs {
+    /// The event's type (a rule's `after_event`).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub(crate) event_type: String,
+    /// The subject it happened to: the value of the tables' `event_key` column.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) subject: String,
+    /// The tenant it happened in (omit for tenantless tables).
+    #[arg(long, value_name = "UUID")]
+    pub(crate) tenant: Option<Uuid>,
+    /// When it happened, RFC 3339 [default: now].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub(crate) at: Option<DateTime<FixedOffset>>,
+    /// Who records it.
+    #[arg(long, value_name = "WHO")]
+    pub(crate) by: String,
+}
+
+/// `events list`.
+#[derive(Debug, Args)]
+pub(crate) struct EventsListArgs {
+    /// Of this type only.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub(crate) event_type: Option<String>,
+    /// For this subject key only.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) subject: Option<String>,
+    /// In this tenant only.
+    #[arg(long, value_name = "UUID")]
+    pub(crate) tenant: Option<Uuid>,
+    /// Withdrawn events too.
+    #[arg(long)]
+    pub(crate) all: bool,
+    /// At most this many [default: 100].
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
+}
+
+/// `events withdraw`.
+#[derive(Debug, Args)]
+pub(crate) struct EventsWithdrawArgs {
+    /// The event's id.
+    pub(crate) event_id: Uuid,
+    /// Who withdraws it.
+    #[arg(long, value_name = "WHO")]
+    pub(crate) by: String,
+    /// Why.
+    #[arg(long)]
+    pub(crate) reason: String,
 }
 
 /// `disposition ...`.

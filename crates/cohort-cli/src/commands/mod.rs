@@ -4,6 +4,7 @@
 mod coverage;
 mod demo;
 mod disposition;
+mod events;
 mod evidence;
 mod holds;
 mod init;
@@ -176,6 +177,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<u8> {
         Command::Erase(args) => sweep::erase(&ctx, &args).await,
         Command::Holds(cmd) => holds::run(&ctx, &cmd).await,
         Command::Matters(cmd) => matters::run(&ctx, &cmd).await,
+        Command::Events(cmd) => events::run(&ctx, &cmd).await,
         Command::Disposition(cmd) => disposition::run(&ctx, &cmd).await,
         Command::Runs(cmd) => runs::run(&ctx, &cmd).await,
         Command::Subject(cmd) => subject::run(&ctx, &cmd).await,

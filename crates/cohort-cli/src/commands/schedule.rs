@@ -150,7 +150,20 @@ fn category(o: &mut String, model: &Model, r: &CategoryRules, default_schema: &s
             strategy_name(b.strategy),
             what_happens(b.strategy)
         );
-        let _ = writeln!(o, "- **Period:** {}.", period(&b.period));
+        match &b.after_event {
+            Some(event) => {
+                let _ = writeln!(
+                    o,
+                    "- **Period:** {} after `{}` (each row's subject's event; rows whose event has \
+                     not happened are kept).",
+                    period(&b.period),
+                    md(event)
+                );
+            }
+            None => {
+                let _ = writeln!(o, "- **Period:** {}.", period(&b.period));
+            }
+        }
     } else {
         let _ = writeln!(
             o,
@@ -370,6 +383,9 @@ struct CategoryJson {
     /// Every stage of a staged rule, the first included (left out otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     stages: Vec<StageJson>,
+    /// The event type the period counts from (left out otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_event: Option<String>,
     legal_minimum: Option<String>,
     capabilities: Vec<&'static str>,
     per_row_audit: bool,
@@ -430,6 +446,7 @@ fn json(model: &Model, default_schema: &str) -> ScheduleJson {
                         })
                         .collect()
                 },
+                after_event: r.base.after_event.clone(),
                 legal_minimum: lm(&r.base),
                 capabilities: r.capabilities.iter().map(|s| s.as_str()).collect(),
                 per_row_audit: r.base.per_row_audit,
@@ -501,11 +518,17 @@ fn stage_strategies(b: &RuleSpec) -> String {
         .join(" → ")
 }
 
-/// The summary table's period cell: `30 days, then 60 days` for a staged rule.
+/// The summary table's period cell: `30 days, then 60 days` for a staged
+/// rule, `7 years after account-closed` for one counting from an event.
 fn stage_periods(b: &RuleSpec) -> String {
-    b.stages()
+    let periods = b
+        .stages()
         .iter()
         .map(|(_, p)| period(p))
         .collect::<Vec<_>>()
-        .join(", then ")
+        .join(", then ");
+    match &b.after_event {
+        Some(event) => format!("{periods} after {}", md(event)),
+        None => periods,
+    }
 }

@@ -89,6 +89,9 @@ fn retained(
     if e.tenantless {
         b = b.tenantless();
     }
+    if let Some(key) = &e.event_key {
+        b = b.event_key(key.clone());
+    }
     if let Some(from) = &e.category_from {
         b = b.category_from(from.column.clone(), from.map.clone());
         if !from.default {
@@ -121,6 +124,7 @@ fn retained(
     named.extend(e.erasure_subjects.iter().map(String::as_str));
     named.extend(e.guard_allow.iter().map(String::as_str));
     named.extend(e.category_from.iter().map(|f| f.column.as_str()));
+    named.extend(e.event_key.iter().map(String::as_str));
     for n in named {
         if !declared.contains(&n) {
             b = b.field(

@@ -156,6 +156,9 @@ pub(crate) struct Entity {
     pub(crate) guard_allow: Vec<String>,
     /// `category_from` and `[entity.category_map]` (contract SL3).
     pub(crate) category_from: Option<CategoryFromSpec>,
+    /// `event_key`: the column holding the subject key events are recorded
+    /// for (contract SL4).
+    pub(crate) event_key: Option<String>,
 }
 
 /// Each row's category from a column (contract SL3).
@@ -289,6 +292,8 @@ pub(crate) struct RuleSpec {
     /// The later stages of a staged rule (`[[rules.<category>.stage]]`
     /// after the first), in order; empty for a single-stage rule.
     pub(crate) then: Vec<cohort::Stage>,
+    /// `after_event`: the event type the period counts from (contract SL4).
+    pub(crate) after_event: Option<String>,
     /// The first stage's disposition review (`review = ...`), if any; a
     /// later stage's is in its [`cohort::Stage::review`].
     pub(crate) review: Option<cohort::Review>,
@@ -355,6 +360,7 @@ impl Override {
             reason: self.reason.clone().or_else(|| base.reason.clone()),
             then: base.then.clone(),
             review: base.review,
+            after_event: base.after_event.clone(),
         }
     }
 }

@@ -60,6 +60,7 @@ pub(crate) fn to_rule(spec: &RuleSpec) -> Rule {
     rule.source = spec.source.clone();
     rule.reason = spec.reason.clone();
     rule.then = spec.then.clone();
+    rule.after_event = spec.after_event.clone();
     rule.review = spec.review;
     rule
 }
@@ -74,6 +75,10 @@ impl RuleProvider for FileRules {
             capabilities
         } else {
             capabilities.staged()
+        };
+        let capabilities = match &r.base.after_event {
+            Some(event) => capabilities.after_event(event.clone()),
+            None => capabilities,
         };
         Some(match &r.archive {
             Some(schema) => capabilities.archive_into(schema.clone()),
@@ -110,6 +115,7 @@ mod tests {
             source: Some("policy".into()),
             reason: None,
             then: Vec::new(),
+            after_event: None,
             review: None,
         };
         let o = |selector, period| Override {

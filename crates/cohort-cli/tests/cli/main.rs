@@ -9,6 +9,7 @@ mod coverage;
 mod ctrl_c;
 mod demo;
 mod disposition;
+mod events;
 mod evidence;
 mod guards;
 mod help;

@@ -24,6 +24,7 @@ const RULE_KEYS: &[&str] = &[
     "override",
     "stage",
     "archive",
+    "after_event",
     "review",
 ];
 const STAGE_KEYS: &[&str] = &["strategy", "period", "review"];
@@ -302,6 +303,7 @@ pub(super) fn category_rules(
             source,
             reason,
             then: Vec::new(),
+            after_event: p.opt_string(t, path, "after_event").map(|s| s.value),
             review,
         },
         archive: archive_schema(p, t, path, &capabilities),
@@ -456,6 +458,7 @@ fn staged_rules(
             source,
             reason,
             then: rule.then,
+            after_event: p.opt_string(t, path, "after_event").map(|s| s.value),
             review: stages[0].3,
         },
         archive: archive_schema(p, t, path, &capabilities),

@@ -30,6 +30,7 @@ pub(super) const ENTITY_KEYS: &[&str] = &[
     "guard_allow",
     "category_from",
     "category_map",
+    "event_key",
 ];
 const EXEMPT_KEYS: &[&str] = &["name", "id", "table", "schema", "reason"];
 
@@ -140,6 +141,7 @@ pub(super) fn entity(
     let soft_delete = p.opt_string(t, path, "soft_delete");
     let deleted_at = p.opt_string(t, path, "deleted_at");
     let anonymised_at = p.opt_string(t, path, "anonymised_at");
+    let event_key = p.opt_string(t, path, "event_key");
 
     if let Some(c) = &category
         && !declared.contains(&c.value)
@@ -245,6 +247,7 @@ pub(super) fn entity(
             (None, Some((_, first))) => first.value.clone(),
             (None, None) => category.clone()?.value,
         },
+        event_key: event_key.map(|k| k.value),
         category_from: category_from.map(|from| CategoryFromSpec {
             column: from.value,
             map: category_map

@@ -130,6 +130,10 @@ pub type Seen = (String, Option<uuid::Uuid>, chrono::DateTime<chrono::Utc>);
 
 /// What the test provider answers for a category.
 #[derive(Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a handful per test; boxing the rule would only add noise"
+)]
 pub enum Answer {
     Rule(Rule),
     NoRule,
