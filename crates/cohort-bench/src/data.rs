@@ -11,8 +11,21 @@ use crate::model::ENTITY_ID;
 pub(crate) const TENANT_A: &str = "11111111-1111-1111-1111-111111111111";
 /// The other tenant, whose rows no measurement may touch.
 pub(crate) const TENANT_B: &str = "22222222-2222-2222-2222-222222222222";
-/// How many of tenant A's rows are under an active hold.
+/// How many of tenant A's rows are under an active hold unless `--holds`
+/// says otherwise.
 pub(crate) const HOLDS: u64 = 1_000;
+
+/// The holds of a benchmark run: how many, and whether the planner knows of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Holds {
+    /// How many of tenant A's rows are under an active hold.
+    pub(crate) count: u64,
+    /// Whether the holds were written after the last `ANALYZE` of the holds
+    /// table (which then has autovacuum off, so its statistics stay those of
+    /// an empty table for the whole run: what a new install that writes many
+    /// holds and sweeps at once looks like).
+    pub(crate) stale: bool,
+}
 
 /// Which copy of the data a measurement runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,10 +67,19 @@ pub(crate) async fn exec(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
 /// Builds Cohort's tables and the two templates: `template` in anchor order,
 /// `template_random` with the same rows in random order. `rows` expired rows
 /// of tenant A (created 400 to 100 days ago, so all past a 30-day cutoff),
-/// `rows / 10` of tenant B, and [`HOLDS`] active holds on random rows of A.
-pub(crate) async fn setup(pool: &PgPool, rows: u64) -> Result<(), sqlx::Error> {
+/// `rows / 10` of tenant B, and `holds.count` active holds on random rows of A,
+/// analysed or (`holds.stale`) written after the holds table's last `ANALYZE`.
+pub(crate) async fn setup(pool: &PgPool, rows: u64, holds: Holds) -> Result<(), sqlx::Error> {
+    let count = holds.count;
     let schema = cohort::schema::SchemaName::public();
     exec(pool, &cohort::schema::ddl(&schema)).await?;
+    if holds.stale {
+        exec(
+            pool,
+            "ALTER TABLE retention_holds SET (autovacuum_enabled = false); ANALYZE retention_holds",
+        )
+        .await?;
+    }
     exec(
         pool,
         &format!(
@@ -77,13 +99,17 @@ pub(crate) async fn setup(pool: &PgPool, rows: u64) -> Result<(), sqlx::Error> {
                'pg_catalog', '=', 'tenant_id', now(), 0);
              INSERT INTO retention_holds (hold_id, retained_entity_id, record_id, tenant_id, reason, created_at) \
                SELECT gen_random_uuid(), '{ENTITY_ID}', id::text, tenant_id, 'bench', now() - interval '1 day' \
-               FROM template WHERE tenant_id = '{TENANT_A}' ORDER BY random() LIMIT {HOLDS};
+               FROM template WHERE tenant_id = '{TENANT_A}' ORDER BY random() LIMIT {count};
              CREATE TABLE template_random (LIKE template INCLUDING ALL);
              INSERT INTO template_random SELECT * FROM template ORDER BY random();"
         ),
     )
     .await?;
-    exec(pool, "VACUUM ANALYZE retention_holds").await
+    if holds.stale {
+        exec(pool, "VACUUM retention_holds").await
+    } else {
+        exec(pool, "VACUUM ANALYZE retention_holds").await
+    }
 }
 
 /// A fresh copy of the template of `data` as `notes`, with its indexes,

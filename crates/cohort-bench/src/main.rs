@@ -36,6 +36,13 @@
 //! - `--runs K`: the whole plan K times (default 1);
 //! - `--profile`: per-statement timings of each Cohort measurement, from the
 //!   client (adds a `tracing` subscriber: use it for a separate run);
+//! - `--holds N`: how many of tenant A's rows are under an active hold
+//!   (default 1,000; the matrix of issue 23 also runs 100,000);
+//! - `--stale-holds`: write the holds after the holds table's last `ANALYZE`
+//!   and keep autovacuum off it, so every statement is planned with
+//!   statistics of an empty holds table (contract X22);
+//! - `--order auto|anchor|physical`: the sweeps' `Options::batch_order`
+//!   (default `auto`);
 //! - `--setup-only`: build the data and one copy, then stop (times the setup);
 //! - `--list`: print the measurements and stop.
 
@@ -66,6 +73,8 @@ struct Args {
     repeat: u32,
     runs: u32,
     profile: bool,
+    holds: data::Holds,
+    order: cohort::BatchOrder,
     setup_only: bool,
     list: bool,
     /// Child mode: the measurement to run.
@@ -92,6 +101,11 @@ fn parse_args() -> Result<Args, BoxError> {
         repeat: 5,
         runs: 1,
         profile: false,
+        holds: data::Holds {
+            count: data::HOLDS,
+            stale: false,
+        },
+        order: cohort::BatchOrder::Auto,
         setup_only: false,
         list: false,
         measure: None,
@@ -122,6 +136,18 @@ fn parse_args() -> Result<Args, BoxError> {
             "--runs" => args.runs = value()?.parse()?,
             "--quick" => quick = true,
             "--profile" => args.profile = true,
+            "--holds" => args.holds.count = value()?.replace(['_', ','], "").parse()?,
+            "--stale-holds" => args.holds.stale = true,
+            "--order" => {
+                args.order = match value()?.as_str() {
+                    "auto" => cohort::BatchOrder::Auto,
+                    "anchor" => cohort::BatchOrder::Anchor,
+                    "physical" => cohort::BatchOrder::Physical,
+                    other => {
+                        return Err(format!("--order {other}: auto, anchor or physical").into());
+                    }
+                }
+            }
             "--setup-only" => args.setup_only = true,
             "--list" => args.list = true,
             "--measure" => args.measure = Some(value()?),
@@ -140,8 +166,8 @@ fn parse_args() -> Result<Args, BoxError> {
     if args.batches.is_empty() {
         return Err("--batch needs at least one size".into());
     }
-    if args.rows < data::HOLDS {
-        return Err(format!("--rows must be at least {}", data::HOLDS).into());
+    if args.rows < args.holds.count {
+        return Err(format!("--rows must be at least --holds ({})", args.holds.count).into());
     }
     if !(args.max_seconds > 0.0 && args.max_seconds.is_finite()) {
         return Err("--max-seconds must be a positive number".into());
@@ -182,11 +208,22 @@ async fn child(args: &Args, name: &str) -> Result<(), BoxError> {
             .bounded()
             .then(|| Duration::from_secs_f64(args.max_seconds)),
         repeat: args.repeat,
+        holds: args.holds.count,
+        order: args.order,
     };
     let mut line = measure::run(&job).await?;
     line["peak_rss_kib"] = Value::from(peak_rss_kib());
     println!("{line}");
     Ok(())
+}
+
+/// `--order`'s word for `order`.
+fn order_name(order: cohort::BatchOrder) -> &'static str {
+    match order {
+        cohort::BatchOrder::Anchor => "anchor",
+        cohort::BatchOrder::Physical => "physical",
+        _ => "auto",
+    }
 }
 
 /// Runs one measurement in a child process and returns its JSON line, or a
@@ -206,6 +243,10 @@ fn spawn(args: &Args, url: &str, spec: &Spec, batch: Option<u32>) -> Result<Valu
         &args.max_seconds.to_string(),
         "--repeat",
         &args.repeat.to_string(),
+        "--holds",
+        &args.holds.count.to_string(),
+        "--order",
+        order_name(args.order),
     ]);
     if args.profile {
         cmd.arg("--profile");
@@ -247,13 +288,19 @@ async fn main() -> Result<(), BoxError> {
     }
     let db = cohort_testdb::TestDb::try_new().await?;
     eprintln!(
-        "setting up {} rows of tenant A (+{} of tenant B) in {}",
+        "setting up {} rows of tenant A (+{} of tenant B, {} holds{}) in {}",
         args.rows,
         args.rows / 10,
+        args.holds.count,
+        if args.holds.stale {
+            ", written after the last ANALYZE"
+        } else {
+            ""
+        },
         db.name()
     );
     let started = Instant::now();
-    data::setup(db.pool(), args.rows).await?;
+    data::setup(db.pool(), args.rows, args.holds).await?;
     eprintln!(
         "templates built in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -295,11 +342,14 @@ async fn main() -> Result<(), BoxError> {
     let mut failed = false;
     for (i, results) in runs.iter().enumerate() {
         println!(
-            "\n### Run {} of {} ({} rows, batches {:?})\n",
+            "\n### Run {} of {} ({} rows, batches {:?}, {} holds, {} statistics, {} order)\n",
             i + 1,
             args.runs,
             args.rows,
-            args.batches
+            args.batches,
+            args.holds.count,
+            if args.holds.stale { "stale" } else { "fresh" },
+            order_name(args.order)
         );
         failed |= report::table(results);
     }

@@ -10,7 +10,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgPool, Row};
 use uuid::Uuid;
 
-use crate::data::{self, HOLDS, TENANT_A, TENANT_B};
+use crate::data::{self, TENANT_A, TENANT_B};
 use crate::model::{CustomNote, ENTITY_ID, Note, Rules};
 use crate::plan::{Kind, Spec};
 use crate::profile;
@@ -34,6 +34,10 @@ pub(crate) struct Job {
     pub(crate) max: Option<Duration>,
     /// How many times a read-only measurement is repeated (the best counts).
     pub(crate) repeat: u32,
+    /// How many of tenant A's rows are held (`--holds`).
+    pub(crate) holds: u64,
+    /// The sweeps' batch order (`--order`).
+    pub(crate) order: cohort::BatchOrder,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -73,10 +77,10 @@ fn raw_sql(kind: Kind) -> Option<String> {
 /// How many rows the operation should report: all of tenant A's expired rows
 /// for the raw `DELETE` without the hold check, all but the held ones for
 /// everything else.
-fn expected(kind: Kind, rows: u64) -> u64 {
+fn expected(kind: Kind, rows: u64, holds: u64) -> u64 {
     match kind {
         Kind::RawDelete => rows,
-        _ => rows.saturating_sub(HOLDS),
+        _ => rows.saturating_sub(holds),
     }
 }
 
@@ -126,7 +130,7 @@ pub(crate) async fn run(job: &Job) -> Result<serde_json::Value, BoxError> {
     if outcome.timed_out {
         rows_done = done_so_far(&pool, job).await?;
     } else {
-        let want = expected(job.spec.kind, job.rows);
+        let want = expected(job.spec.kind, job.rows, job.holds);
         if outcome.rows != want {
             problems.push(format!("reported {} rows, expected {want}", outcome.rows));
         }
@@ -233,6 +237,7 @@ async fn cohort_op(
     let builder = Cohort::builder(pool.clone())
         .options(Options {
             batch_size: job.batch,
+            batch_order: job.order,
             ..Options::default()
         })
         .rules(Rules(strategy));
@@ -243,7 +248,7 @@ async fn cohort_op(
     };
     let cohort = builder.build().await?;
     let scope = Scope::Tenant(TenantContext::new(tenant));
-    let want = expected(job.spec.kind, job.rows);
+    let want = expected(job.spec.kind, job.rows, job.holds);
     profile::reset();
     if job.spec.kind == Kind::Preview {
         let mut attempts = Vec::new();
@@ -260,10 +265,10 @@ async fn cohort_op(
             if let Some(f) = &entry.failure {
                 problems.push(format!("preview failed: {f}"));
             }
-            if entry.held != HOLDS || entry.null_anchor != 0 {
+            if entry.held != job.holds || entry.null_anchor != 0 {
                 problems.push(format!(
-                    "preview: held {} (expected {HOLDS}), NULL anchor {} (expected 0)",
-                    entry.held, entry.null_anchor
+                    "preview: held {} (expected {}), NULL anchor {} (expected 0)",
+                    entry.held, job.holds, entry.null_anchor
                 ));
             }
         }
@@ -306,8 +311,8 @@ async fn cohort_op(
         match summary {
             None => problems.push("the run has no entity summary".to_owned()),
             Some(s) => {
-                if s.held != HOLDS {
-                    problems.push(format!("held {}, expected {HOLDS}", s.held));
+                if s.held != job.holds {
+                    problems.push(format!("held {}, expected {}", s.held, job.holds));
                 }
                 if s.skipped != 0 || s.null_anchor != 0 {
                     problems.push(format!(
@@ -403,14 +408,14 @@ async fn check_table(pool: &PgPool, job: &Job) -> Result<Option<String>, BoxErro
         }
     }
     let want_changed = if changed.is_some() {
-        i64::try_from(expected(job.spec.kind, job.rows))?
+        i64::try_from(expected(job.spec.kind, job.rows, job.holds))?
     } else {
         0
     };
     let want_held = if job.spec.kind == Kind::RawDelete {
         0
     } else {
-        i64::try_from(HOLDS)?
+        i64::try_from(job.holds)?
     };
     let want_b = i64::try_from(job.rows / 10)?;
     let ok_a = a == (want_changed, want_held, 0);

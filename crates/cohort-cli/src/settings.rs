@@ -35,6 +35,7 @@ pub(crate) const ENV_KEYS: &[&str] = &[
     "inactive_hold_retention",
     "partition_drops",
     "connection_mode",
+    "batch_order",
     "hash_key",
     "certificate_key",
     "worker.schedule",
@@ -98,6 +99,9 @@ pub(crate) struct Settings {
     /// (PgBouncer, RDS Proxy, a managed pooler): see docs/design.md,
     /// "Through a connection pooler".
     pub(crate) connection_mode: cohort::ConnectionMode,
+    /// `auto`, `anchor` or `physical`: the order a sweep's batches take
+    /// through a table (docs/design.md, "Two batch orders").
+    pub(crate) batch_order: cohort::BatchOrder,
     /// The scheduled worker (`cohort worker`).
     pub(crate) worker: WorkerSettings,
 }
@@ -161,6 +165,7 @@ impl Default for Settings {
             certificate_key: None,
             conventions: o.conventions,
             connection_mode: o.connection_mode,
+            batch_order: o.batch_order,
             worker: WorkerSettings::default(),
         }
     }
@@ -355,6 +360,7 @@ impl Settings {
             conventions: self.conventions.clone(),
             partition_drops: self.partition_drops,
             connection_mode: self.connection_mode,
+            batch_order: self.batch_order,
             worker: self.worker_options(),
             ..cohort::Options::default()
         };

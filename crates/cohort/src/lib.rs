@@ -26,7 +26,7 @@ pub mod worker;
 
 pub use cohort::{Cohort, CohortBuilder};
 pub use config::{
-    ConnectionMode, MAX_ATTEMPTS, MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options,
+    BatchOrder, ConnectionMode, MAX_ATTEMPTS, MAX_BATCH_SIZE, MAX_LOCK_WAIT, MAX_TIMEOUT, Options,
     WorkerOptions,
 };
 pub use error::{Error, Result};

@@ -128,8 +128,47 @@ pub struct Options {
     /// `wal2json`, `pgoutput` with `messages`) can then tell retention's
     /// changes from the application's own. A rolled-back batch writes none.
     pub change_stream_markers: bool,
+    /// The order a sweep's range batches take through a table (default
+    /// [`BatchOrder::Auto`]; contract X18, `docs/design.md`, "Two batch
+    /// orders").
+    pub batch_order: BatchOrder,
     /// The scheduled worker's settings ([`crate::worker`]).
     pub worker: WorkerOptions,
+}
+
+/// The order a sweep's range batches take through a table
+/// ([`Options::batch_order`]; contract X18, `docs/design.md`, "Two batch
+/// orders"). Whatever the order, each batch changes at most the batch size
+/// of rows, judges eligibility and holds in its statement under the entity
+/// fence, and commits on its own.
+///
+/// ```
+/// let options: cohort::Options = serde_json::from_str(r#"{ "batch_order": "anchor" }"#)?;
+/// assert_eq!(options.batch_order, cohort::BatchOrder::Anchor);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BatchOrder {
+    /// Per type and run, from the catalog and the planner's estimate:
+    /// physical order when the table is a plain one of at least 1,000
+    /// pages, its rows lie in an order unlike the anchor's (`pg_stats`
+    /// correlation below 0.5) and at least a quarter of them are eligible;
+    /// anchor order otherwise (and when the table was never analysed).
+    #[default]
+    Auto,
+    /// Batches follow the `(anchor, record id)` index: each batch's rows
+    /// are the next ones by age. Best when few of a table's rows are
+    /// eligible, or its rows lie in anchor order.
+    Anchor,
+    /// Batches follow the table's pages (`tid` range scans), so each page
+    /// is read by one batch, as one raw statement reads it: best when much
+    /// of the table is eligible and its rows do not lie in anchor order.
+    /// Only plain tables (not partitioned, no inheritance children): other
+    /// tables keep the anchor order. A range that meets a locked row makes
+    /// the rest of the type's run take the anchor order.
+    Physical,
 }
 
 /// How the pool's connections reach PostgreSQL ([`Options::connection_mode`];
@@ -261,6 +300,7 @@ impl Default for Options {
             partition_drops: true,
             connection_mode: ConnectionMode::Direct,
             change_stream_markers: false,
+            batch_order: BatchOrder::Auto,
             worker: WorkerOptions::default(),
         }
     }

@@ -18,7 +18,9 @@ use uuid::Uuid;
 use super::cancelled;
 use super::hold_filter::HoldFilter;
 use super::markers::{self, ChangeMarker};
+use super::order::{Order, Pages};
 use super::statements::{EntitySql, P};
+use crate::config::BatchOrder;
 use crate::handlers::registry::Registered;
 use crate::handlers::{CapturedRow, Dispatch};
 use crate::holds::matter_set::MatterSet;
@@ -204,6 +206,30 @@ fn bind_with<'q>(
     filter: Option<&HoldFilter>,
     matters: &MatterSet,
 ) -> PgQuery<'q> {
+    bind_all(statement, v, cursor, located, filter, None, matters)
+}
+
+/// Binds a physical-order batch's statement at `pages`.
+fn bind_pages<'q>(
+    statement: &'q Statement<P>,
+    v: &Values<'_>,
+    pages: &Pages,
+    filter: &HoldFilter,
+    matters: &MatterSet,
+) -> PgQuery<'q> {
+    bind_all(statement, v, None, None, Some(filter), Some(pages), matters)
+}
+
+/// Binds `statement`'s parameters, by role, in order.
+fn bind_all<'q>(
+    statement: &'q Statement<P>,
+    v: &Values<'_>,
+    cursor: Option<&Cursor>,
+    located: Option<&Located>,
+    filter: Option<&HoldFilter>,
+    pages: Option<&Pages>,
+    matters: &MatterSet,
+) -> PgQuery<'q> {
     // The hot path's statements, named when the connection keeps them.
     let mut q = crate::sql::query(AssertSqlSafe(statement.text.as_str())).persistent(v.cache);
     for p in &statement.params {
@@ -262,6 +288,9 @@ fn bind_with<'q>(
             P::ReviewStage => q.bind(v.review.as_ref().map(|r| r.stage)),
             P::RuleHash => q.bind(v.review.as_ref().map(|r| r.rule_hash.clone())),
             P::LogicalNow => q.bind(v.review.as_ref().map(|r| r.now)),
+            P::LoTid => q.bind(pages.map(|p| p.lo.clone())),
+            P::EndTid => q.bind(pages.map(Pages::end_tid)),
+            P::LastTid => q.bind(pages.map(Pages::last_tid)),
         };
     }
     q
@@ -355,6 +384,8 @@ pub(crate) struct EntityBatches<'a> {
     /// The longest a range statement waits for a row another transaction holds.
     pub(crate) lock_wait: Duration,
     pub(crate) cancellation: &'a Option<CancellationToken>,
+    /// The order the range batches take ([`crate::Options::batch_order`]).
+    pub(crate) order: BatchOrder,
 }
 
 /// How a batch loop ended.
@@ -372,6 +403,14 @@ pub(crate) enum LoopEnd {
 enum Path {
     Range,
     Locked,
+}
+
+/// Where the next batch starts.
+enum Next {
+    /// After this key (anchor order, and the locked path).
+    Key(Cursor),
+    /// At this position of a physical-order pass.
+    Pages(Pages),
 }
 
 /// What one committed batch did.
@@ -413,6 +452,8 @@ impl EntityBatches<'_> {
         let mut lock_waits = 0u32;
         let mut deadlocks = 0u32;
         let mut guard: Option<Guard> = None;
+        // Chosen once, after the first read of the holds and matters.
+        let mut order: Option<Order> = None;
         let mut stale = 0u32;
         // Committed batches, for the change-stream markers' numbers.
         let mut committed = 0u64;
@@ -443,7 +484,16 @@ impl EntityBatches<'_> {
             let Some(g) = guard.as_ref() else {
                 continue;
             };
-            let outcome = self.batch(conn, &mut cursor, path, g, committed + 1).await;
+            let order = match &mut order {
+                Some(o) => o,
+                None => order.insert(
+                    super::order::choose(conn, self.sql, &self.values, self.order, &g.matters)
+                        .await,
+                ),
+            };
+            let outcome = self
+                .batch(conn, &mut cursor, order, path, g, committed + 1)
+                .await;
             let batch = match outcome {
                 Ok(batch) => {
                     committed += 1;
@@ -470,6 +520,14 @@ impl EntityBatches<'_> {
                 }
                 Err(BatchError::Busy) => {
                     crate::metrics::lock_wait_fallback();
+                    if matches!(order, Order::Pages(_)) {
+                        // The locked path walks the anchor index: the rest
+                        // of the type's run takes anchor order from the
+                        // start (the rows the pages' batches changed are no
+                        // longer eligible).
+                        *order = Order::Anchor;
+                        cursor = None;
+                    }
                     // Do this range the careful way, and keep to the careful
                     // way longer each time rows turn out to be locked.
                     lock_waits = lock_waits.saturating_add(1);
@@ -554,6 +612,7 @@ impl EntityBatches<'_> {
         &self,
         conn: &mut PgConnection,
         cursor: &mut Option<Cursor>,
+        order: &mut Order,
         path: Path,
         guard: &Guard,
         number: u64,
@@ -594,9 +653,19 @@ impl EntityBatches<'_> {
             });
         }
         let started = std::time::Instant::now();
-        let mut result = match path {
-            Path::Range => self.range(conn, cursor.as_ref(), guard).await,
-            Path::Locked => self.locked(conn, cursor.as_ref(), guard).await,
+        let mut result = match (path, &*order) {
+            (Path::Range, Order::Pages(pages)) => self
+                .pages(conn, pages, guard)
+                .await
+                .map(|(batch, next)| (batch, Some(Next::Pages(next)))),
+            (Path::Range, Order::Anchor) => self
+                .range(conn, cursor.as_ref(), guard)
+                .await
+                .map(|(batch, next)| (batch, next.map(Next::Key))),
+            (Path::Locked, _) => self
+                .locked(conn, cursor.as_ref(), guard)
+                .await
+                .map(|(batch, next)| (batch, next.map(Next::Key))),
         };
         if let (Ok((batch, _)), Some(kind)) = (&result, self.values.marker)
             && batch.affected > 0
@@ -613,8 +682,10 @@ impl EntityBatches<'_> {
         match result {
             Ok((batch, next)) => {
                 txn::commit(conn).await.map_err(db)?;
-                if let Some(next) = next {
-                    *cursor = Some(next);
+                match next {
+                    Some(Next::Key(next)) => *cursor = Some(next),
+                    Some(Next::Pages(next)) => *order = Order::Pages(next),
+                    None => {}
                 }
                 tracing::debug!(
                     rows = batch.affected,
@@ -703,6 +774,46 @@ impl EntityBatches<'_> {
         let next = match (hi_anchor, hi_key) {
             (Some(anchor), Some(key)) => Some(Cursor { anchor, key }),
             _ => None,
+        };
+        Ok((batch, next))
+    }
+
+    /// The range path in physical order (`run::order`): one statement
+    /// changes the eligible rows of the next window of pages, up to a batch.
+    async fn pages(
+        &self,
+        conn: &mut PgConnection,
+        pages: &Pages,
+        guard: &Guard,
+    ) -> Result<(Batch, Pages), BatchError> {
+        let Some(statement) = &self.sql.pages else {
+            return Err(BatchError::Failed(Failure::reason(
+                FailureKind::Database,
+                &"no physical-order statement for this entity",
+            )));
+        };
+        let row = match bind_pages(statement, &self.values, pages, &guard.holds, &guard.matters)
+            .fetch_one(&mut *conn)
+            .await
+        {
+            Ok(row) => row,
+            Err(e) => {
+                return Err(match sqlstate(&e).as_deref() {
+                    Some(LOCK_NOT_AVAILABLE | DEADLOCK_DETECTED) => BatchError::Busy,
+                    _ => db(e),
+                });
+            }
+        };
+        let fresh: Option<bool> = row.try_get("fresh").map_err(db)?;
+        if fresh != Some(true) {
+            return Err(BatchError::StaleFilter);
+        }
+        let hi: Option<String> = row.try_get("hi_tid").map_err(db)?;
+        let (next, more) = pages.next(hi);
+        let batch = Batch {
+            affected: count(row.try_get("affected").map_err(db)?),
+            ids: self.ids(&row)?,
+            more,
         };
         Ok((batch, next))
     }

@@ -659,6 +659,7 @@ impl Engine {
             fence_wait: inner.options.fence_wait,
             lock_wait: inner.options.lock_wait,
             cancellation: &spec.cancellation,
+            order: inner.options.batch_order,
         };
         let (affected, mut failure, was_cancelled) = match batches.run(conn, delivery).await {
             LoopEnd::Drained(n) => (n, None, false),

@@ -9,6 +9,7 @@ mod hold_filter;
 mod lease;
 mod maintenance;
 mod markers;
+mod order;
 mod partitions;
 mod plan;
 mod preview;

@@ -194,6 +194,8 @@ impl Reviewed<'_> {
                 fence_wait: self.engine.options.fence_wait,
                 lock_wait: self.engine.options.lock_wait,
                 cancellation: self.cancellation,
+                // A carry-out's statements have no physical-order form.
+                order: crate::config::BatchOrder::Anchor,
             };
             let changed = match loop_.run(conn, delivery).await {
                 LoopEnd::Drained(n) => n,

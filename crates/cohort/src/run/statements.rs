@@ -114,6 +114,15 @@ pub(crate) enum P {
     LogicalNow,
     /// The event type a rule counts its period from (text; contract SL4).
     EventType,
+    /// The physical-order batch's lower bound, exclusive (text of a `tid`;
+    /// see `run::order`).
+    LoTid,
+    /// The end of the batch's window of pages, exclusive (text of a `tid`
+    /// `(page, 0)`).
+    EndTid,
+    /// The last `tid` of the window, `(end page - 1, 65535)`: the batch's
+    /// upper bound when the window holds fewer eligible rows than a batch.
+    LastTid,
 }
 
 /// One stage of a staged rule, as its statements see it (contract SL1).
@@ -161,6 +170,19 @@ pub(crate) struct EntitySql {
     /// number of covered rows in one index scan instead of committing empty
     /// batches across them (contract MH4).
     pub(crate) range_matters: Option<[Statement<P>; 2]>,
+    /// The range path in physical order (`run::order`): the same change and
+    /// ledger, over the rows of a window of pages after a `tid` instead of
+    /// a key range; returns `hi_tid` instead of `hi_anchor`/`hi_key`.
+    /// `None` where the range path is `None`, and for a disposition batch's
+    /// carry-out.
+    pub(crate) pages: Option<Statement<P>>,
+    /// `EXPLAIN SELECT 1 FROM t WHERE <eligible>`: the planner's estimate of
+    /// the eligible rows, from which `run::order` chooses the batch order.
+    pub(crate) estimate: Statement<P>,
+    /// The raw name of the column the batches order by (the anchor, or a
+    /// later stage's stamp), whose correlation with the physical order
+    /// `run::order` reads from `pg_stats`.
+    pub(crate) order_column: String,
     /// The locked path's candidates, first batch and later ones: `o`
     /// (tableoid), `c` (ctid text), `record_id`, `anchor`, then `v0..` (the
     /// custom-anonymised columns' text).
@@ -807,6 +829,71 @@ impl Parts<'_> {
         b.finish(text)
     }
 
+    /// The range statement in physical order (`run::order`, contract
+    /// X18): the batch is the eligible rows after `tid` [`P::LoTid`], up to
+    /// the `batch size`-th of them in `ctid` order, looked for only within
+    /// the window of pages before [`P::EndTid`] (so the search reads a
+    /// bounded number of pages and sorts a bounded number of `tid`s), or up
+    /// to the window's end when it holds fewer. Both scans are `tid` range
+    /// scans: every page of the table is read by one batch (and re-read
+    /// from the buffer cache by its change), as a raw statement reads it
+    /// once. Eligibility, the hold check, the guard and the ledger are the
+    /// key-range statement's.
+    fn pages(&self) -> Statement<P> {
+        let mut b = Params::new();
+        let e = self.e;
+        let table = &e.table;
+        let eligible = self.eligible(&mut b);
+        let lo = b.p(P::LoTid);
+        let end = b.p(P::EndTid);
+        let last = b.p(P::LastTid);
+        let offset = b.p(P::Offset);
+        let held = self.held_filtered(&mut b);
+        let fresh = self.fresh(&mut b);
+        let mutation = match self.strategy {
+            Strategy::Purge | Strategy::Exempt | Strategy::Archive => {
+                format!("DELETE FROM {table} AS t")
+            }
+            Strategy::SoftDelete | Strategy::Anonymise => {
+                format!("UPDATE {table} AS t SET {}", self.set_list(&mut b))
+            }
+        };
+        let returning = self.returning();
+        let (d, archived) = self.archived(&mut b);
+        let (ledger, select) = self.ledger(&mut b);
+        let ledger = format!("{archived}{ledger}");
+        let text = format!(
+            "WITH g AS MATERIALIZED (SELECT {fresh} AS fresh), \
+             hi AS MATERIALIZED ( \
+               SELECT t.ctid AS c FROM {table} AS t \
+               WHERE t.ctid OPERATOR(pg_catalog.>) {lo}::pg_catalog.tid \
+                 AND t.ctid OPERATOR(pg_catalog.<) {end}::pg_catalog.tid \
+                 AND {eligible} AND (SELECT g.fresh FROM g) \
+               ORDER BY t.ctid USING OPERATOR(pg_catalog.<) OFFSET {offset} LIMIT 1), \
+             {d} AS ({mutation} \
+               WHERE t.ctid OPERATOR(pg_catalog.>) {lo}::pg_catalog.tid \
+                 AND t.ctid OPERATOR(pg_catalog.<=) \
+                     COALESCE((SELECT hi.c FROM hi), {last}::pg_catalog.tid) \
+                 AND {eligible} AND (SELECT g.fresh FROM g) \
+                 AND NOT {held} {returning}){ledger} \
+             SELECT (SELECT g.fresh FROM g) AS fresh, \
+                    (SELECT (hi.c)::pg_catalog.text FROM hi) AS hi_tid, {select}",
+        );
+        b.finish(text)
+    }
+
+    /// `EXPLAIN SELECT 1 FROM t WHERE <eligible>`: the planner's estimate
+    /// of the eligible rows is on its first line (`rows=N`).
+    fn estimate(&self) -> Statement<P> {
+        let mut b = Params::new();
+        let eligible = self.eligible(&mut b);
+        let text = format!(
+            "EXPLAIN SELECT 1 FROM {table} AS t WHERE {eligible}",
+            table = self.e.table
+        );
+        b.finish(text)
+    }
+
     /// The locked path's candidates.
     fn candidates(&self, after: bool) -> Statement<P> {
         let mut b = Params::new();
@@ -1018,10 +1105,14 @@ impl EntitySql {
         let ranged = !erasure && customs == 0 && !capture;
         let range = ranged.then(|| [parts.range(false, false), parts.range(true, false)]);
         let range_matters = ranged.then(|| [parts.range(false, true), parts.range(true, true)]);
+        let pages = (ranged && !batch).then(|| parts.pages());
         EntitySql {
             count: parts.count(),
             range,
             range_matters,
+            pages,
+            estimate: parts.estimate(),
+            order_column: parts.age().name.as_str().to_owned(),
             candidates: [parts.candidates(false), parts.candidates(true)],
             mutate: parts.mutate(),
             customs,

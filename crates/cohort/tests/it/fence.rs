@@ -13,7 +13,9 @@ use chrono::{DateTime, Utc};
 use cohort::holds::{DeletionOutcome, HoldRequest, Target};
 use cohort::ledger::{AuditEvent, AuditObserver, FailureKind};
 use cohort::policy::ProviderError;
-use cohort::{Capabilities, Cohort, ErasureRequest, Options, Period, Rule, RunStatus, Strategy};
+use cohort::{
+    BatchOrder, Capabilities, Cohort, ErasureRequest, Options, Period, Rule, RunStatus, Strategy,
+};
 use futures_util::future::BoxFuture;
 use sqlx::Acquire;
 use uuid::Uuid;
@@ -75,6 +77,16 @@ async fn wait_for_row_lock_waiter(db: &TestDb) {
 // contract: X18, H11
 #[tokio::test]
 async fn each_purge_batch_is_one_range_statement_under_the_shared_fence() {
+    one_range_statement_per_batch(BatchOrder::Anchor).await;
+}
+
+// contract: X18, H11, X1
+#[tokio::test]
+async fn in_physical_order_each_batch_is_one_page_range_statement_under_the_shared_fence() {
+    one_range_statement_per_batch(BatchOrder::Physical).await;
+}
+
+async fn one_range_statement_per_batch(order: BatchOrder) {
     let db = setup(25).await;
     // Every DELETE statement on the table logs its transaction, its row
     // count, whether its backend held a shared entity fence, and the text of
@@ -101,6 +113,7 @@ async fn each_purge_batch_is_one_range_statement_under_the_shared_fence() {
     let cohort = Cohort::builder(db.pool().clone())
         .options(Options {
             batch_size: 10,
+            batch_order: order,
             ..Options::default()
         })
         .rules(purge_rules())
@@ -133,18 +146,34 @@ async fn each_purge_batch_is_one_range_statement_under_the_shared_fence() {
             query.starts_with("WITH g AS MATERIALIZED") && query.contains("hi AS MATERIALIZED"),
             "the batch is the range statement: {query}"
         );
+        assert_eq!(
+            query.contains("t.ctid OPERATOR(pg_catalog.>)"),
+            order == BatchOrder::Physical,
+            "{order:?}: the batch's range is of pages only in physical order: {query}"
+        );
     }
 }
 
 // contract: X17
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadlock_with_a_host_that_locks_a_row_then_creates_a_hold_costs_a_retry_not_a_row() {
+    deadlock_with_a_host_creating_a_hold(BatchOrder::Anchor).await;
+}
+
+// contract: X17, H11
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_physical_order_a_deadlock_with_a_host_creating_a_hold_costs_a_retry_not_a_row() {
+    deadlock_with_a_host_creating_a_hold(BatchOrder::Physical).await;
+}
+
+async fn deadlock_with_a_host_creating_a_hold(order: BatchOrder) {
     let db = setup(10).await;
     // The range statement may wait for row locks longer than the server's
     // deadlock_timeout (1 s), so the deadlock detector settles it.
     let cohort = Cohort::builder(db.pool().clone())
         .options(Options {
             lock_wait: StdDuration::from_secs(5),
+            batch_order: order,
             ..Options::default()
         })
         .rules(purge_rules())
@@ -294,11 +323,22 @@ async fn a_deadlock_on_the_locked_path_costs_a_retry_of_the_batch_not_the_entity
 // contract: X17
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_locked_longer_than_the_lock_wait_are_left_and_counted_and_the_rest_go() {
+    locked_rows_are_left_and_counted(BatchOrder::Anchor).await;
+}
+
+// contract: X17
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_physical_order_rows_locked_longer_than_the_lock_wait_are_left_and_counted() {
+    locked_rows_are_left_and_counted(BatchOrder::Physical).await;
+}
+
+async fn locked_rows_are_left_and_counted(order: BatchOrder) {
     let db = setup(30).await;
     let cohort = Cohort::builder(db.pool().clone())
         .options(Options {
             batch_size: 4,
             lock_wait: StdDuration::from_millis(50),
+            batch_order: order,
             ..Options::default()
         })
         .rules(purge_rules())

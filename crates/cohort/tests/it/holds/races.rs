@@ -22,8 +22,8 @@ use crate::support::{TestDb, TestRules, app_pool, count};
 use chrono::{DateTime, Utc};
 use cohort::holds::{HoldError, HoldRequest, MatterRequest};
 use cohort::{
-    Capabilities, Cohort, ErasureRequest, Error, MAX_LOCK_WAIT, Options, Period, Rule, RunResult,
-    Strategy,
+    BatchOrder, Capabilities, Cohort, ErasureRequest, Error, MAX_LOCK_WAIT, Options, Period, Rule,
+    RunResult, Strategy,
 };
 use sqlx::{Acquire, PgPool};
 use uuid::Uuid;
@@ -346,7 +346,7 @@ fn summary(result: &RunResult, kind: Kind) -> (u64, u64) {
 
 /// The hold is written first, in a transaction left open; the mutation waits
 /// for the fence; once the hold commits, the mutation leaves its row.
-async fn hold_first(kind: Kind, creator: Creator, isolation: Option<&str>) {
+async fn hold_first(kind: Kind, creator: Creator, isolation: Option<&str>, order: BatchOrder) {
     let db = setup(isolation).await;
     // A pool opened after the database's default changed, so its connections have it.
     let pool = sqlx::postgres::PgPoolOptions::new()
@@ -361,7 +361,11 @@ async fn hold_first(kind: Kind, creator: Creator, isolation: Option<&str>) {
             .expect("show");
         assert_eq!(seen, level);
     }
-    let cohort = build(pool, kind, Options::default()).await;
+    let options = Options {
+        batch_order: order,
+        ..Options::default()
+    };
+    let cohort = build(pool, kind, options).await;
     let mut holder = db.connect().await;
     let mut tx = holder.begin().await.expect("begin");
     write_hold(&cohort, &mut tx, kind, creator, 5)
@@ -383,13 +387,14 @@ async fn hold_first(kind: Kind, creator: Creator, isolation: Option<&str>) {
 /// The mutation's statement is stopped mid-way at row 1 while it holds the
 /// fence; the hold's writer waits for the fence; the gate opens; the mutation
 /// commits first and changes row 5; the hold comes after it.
-async fn mutation_first(kind: Kind, creator: Creator) {
+async fn mutation_first(kind: Kind, creator: Creator, order: BatchOrder) {
     let db = setup(None).await;
     support::install_gate(&db, &[kind.table()], &[&kind.row(1)]).await;
     // The engine acts as an unprivileged role (superusers bypass the gate),
     // and may wait at the gate as long as a row lock.
     let options = Options {
         lock_wait: MAX_LOCK_WAIT,
+        batch_order: order,
         ..Options::default()
     };
     let cohort = build(app_pool(&db).await, kind, options).await;
@@ -432,38 +437,44 @@ async fn mutation_first(kind: Kind, creator: Creator) {
 // contract: H11, H1, S6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_committed_while_a_purge_batch_waits_for_the_fence_protects_its_row() {
-    hold_first(Kind::Purge, Creator::Api, None).await;
+    hold_first(Kind::Purge, Creator::Api, None, BatchOrder::Anchor).await;
 }
 
 // contract: H11, H1, S6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_committed_while_a_soft_delete_batch_waits_for_the_fence_protects_its_row() {
-    hold_first(Kind::SoftDelete, Creator::Api, None).await;
+    hold_first(Kind::SoftDelete, Creator::Api, None, BatchOrder::Anchor).await;
 }
 
 // contract: H11, H1, S6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_committed_while_an_anonymise_batch_waits_for_the_fence_protects_its_row() {
-    hold_first(Kind::Anonymise, Creator::Api, None).await;
+    hold_first(Kind::Anonymise, Creator::Api, None, BatchOrder::Anchor).await;
 }
 
 // contract: H11, H1, S6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_committed_while_a_custom_anonymise_batch_waits_for_the_fence_protects_its_row() {
-    hold_first(Kind::AnonymiseCustom, Creator::Api, None).await;
+    hold_first(
+        Kind::AnonymiseCustom,
+        Creator::Api,
+        None,
+        BatchOrder::Anchor,
+    )
+    .await;
 }
 
 // contract: H11, H1, E1
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_committed_while_an_erasure_batch_waits_for_the_fence_protects_its_row() {
-    hold_first(Kind::Erasure, Creator::Api, None).await;
+    hold_first(Kind::Erasure, Creator::Api, None, BatchOrder::Anchor).await;
 }
 
 // contract: H11
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_inserted_with_plain_sql_takes_the_fence_and_protects_its_row() {
     for kind in [Kind::Purge, Kind::Anonymise, Kind::Erasure] {
-        hold_first(kind, Creator::PlainSql, None).await;
+        hold_first(kind, Creator::PlainSql, None, BatchOrder::Anchor).await;
     }
 }
 
@@ -474,41 +485,41 @@ async fn batches_run_read_committed_whatever_the_database_default() {
     // taken by its first statement, before the fence wait ended, and the hold
     // committed meanwhile would be invisible to it.
     for level in ["repeatable read", "serializable"] {
-        hold_first(Kind::Purge, Creator::Api, Some(level)).await;
-        hold_first(Kind::Erasure, Creator::Api, Some(level)).await;
+        hold_first(Kind::Purge, Creator::Api, Some(level), BatchOrder::Anchor).await;
+        hold_first(Kind::Erasure, Creator::Api, Some(level), BatchOrder::Anchor).await;
     }
 }
 
 // contract: H11
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_creation_waits_for_a_purge_batch_under_way_then_finds_no_row() {
-    mutation_first(Kind::Purge, Creator::Api).await;
+    mutation_first(Kind::Purge, Creator::Api, BatchOrder::Anchor).await;
 }
 
 // contract: H11
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_creation_waits_for_a_soft_delete_batch_under_way() {
-    mutation_first(Kind::SoftDelete, Creator::Api).await;
+    mutation_first(Kind::SoftDelete, Creator::Api, BatchOrder::Anchor).await;
 }
 
 // contract: H11
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_creation_waits_for_an_anonymise_batch_under_way() {
-    mutation_first(Kind::Anonymise, Creator::Api).await;
-    mutation_first(Kind::AnonymiseCustom, Creator::Api).await;
+    mutation_first(Kind::Anonymise, Creator::Api, BatchOrder::Anchor).await;
+    mutation_first(Kind::AnonymiseCustom, Creator::Api, BatchOrder::Anchor).await;
 }
 
 // contract: H11
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_creation_waits_for_an_erasure_batch_under_way_then_finds_no_row() {
-    mutation_first(Kind::Erasure, Creator::Api).await;
+    mutation_first(Kind::Erasure, Creator::Api, BatchOrder::Anchor).await;
 }
 
 // contract: H11
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_sql_hold_insert_waits_for_a_batch_under_way() {
-    mutation_first(Kind::Purge, Creator::PlainSql).await;
-    mutation_first(Kind::SoftDelete, Creator::PlainSql).await;
+    mutation_first(Kind::Purge, Creator::PlainSql, BatchOrder::Anchor).await;
+    mutation_first(Kind::SoftDelete, Creator::PlainSql, BatchOrder::Anchor).await;
 }
 
 // contract: MH1, H11
@@ -521,10 +532,10 @@ async fn a_matter_committed_while_a_batch_waits_for_the_fence_protects_its_rows(
         Kind::AnonymiseCustom,
         Kind::Erasure,
     ] {
-        hold_first(kind, Creator::Matter, None).await;
+        hold_first(kind, Creator::Matter, None, BatchOrder::Anchor).await;
     }
     for kind in [Kind::Purge, Kind::Erasure] {
-        hold_first(kind, Creator::MatterSql, None).await;
+        hold_first(kind, Creator::MatterSql, None, BatchOrder::Anchor).await;
     }
 }
 
@@ -532,7 +543,37 @@ async fn a_matter_committed_while_a_batch_waits_for_the_fence_protects_its_rows(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_matter_waits_for_a_batch_under_way() {
     for kind in [Kind::Purge, Kind::AnonymiseCustom, Kind::Erasure] {
-        mutation_first(kind, Creator::Matter).await;
+        mutation_first(kind, Creator::Matter, BatchOrder::Anchor).await;
     }
-    mutation_first(Kind::SoftDelete, Creator::MatterSql).await;
+    mutation_first(Kind::SoftDelete, Creator::MatterSql, BatchOrder::Anchor).await;
+}
+
+// contract: H11, H1, X18
+// The races above on the physical-order range path: a hold or matter
+// (through the API and with plain SQL) committed while a batch waits for
+// the fence protects its row; one written while a batch holds the fence
+// waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_physical_order_a_hold_or_matter_committed_while_a_batch_waits_for_the_fence_protects_its_row()
+ {
+    for kind in [Kind::Purge, Kind::SoftDelete, Kind::Anonymise] {
+        for creator in [
+            Creator::Api,
+            Creator::PlainSql,
+            Creator::Matter,
+            Creator::MatterSql,
+        ] {
+            hold_first(kind, creator, None, BatchOrder::Physical).await;
+        }
+    }
+}
+
+// contract: H11, X18
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_physical_order_hold_creation_waits_for_a_batch_under_way() {
+    for kind in [Kind::Purge, Kind::SoftDelete, Kind::Anonymise] {
+        for creator in [Creator::Api, Creator::PlainSql] {
+            mutation_first(kind, creator, BatchOrder::Physical).await;
+        }
+    }
 }

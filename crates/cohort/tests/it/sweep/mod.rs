@@ -11,6 +11,7 @@ mod execution;
 mod hold_check;
 mod maintenance;
 mod panicking_callbacks;
+mod physical_order;
 mod postgres_limits;
 mod rules;
 mod stages;

@@ -1,0 +1,340 @@
+//! Which order a sweep's range batches take through a table (contract X18;
+//! `docs/design.md`, "Two batch orders").
+//!
+//! **Anchor order** walks the `(anchor, record id)` index: each batch is the
+//! next rows by age. When a table's rows do not lie in anchor order, each
+//! batch of 1,000 rows touches about a thousand different pages, and the
+//! sweep touches every page of the table about as many times as a page
+//! holds rows: 0.1 of one raw `DELETE`, which reads each page once.
+//!
+//! **Physical order** walks the table's pages: each batch is the eligible
+//! rows after a `tid`, up to the batch size of them, found within a bounded
+//! window of pages by a `tid` range scan, so each page is read by one batch.
+//! It is chosen per type and run ([`choose`]) from the catalog and the
+//! planner's estimate, and only for plain tables (a partitioned table's
+//! `ctid`s repeat in its partitions).
+//!
+//! Rows a physical pass cannot see stay for the next run and are counted
+//! as left behind, as locked rows are: rows written, or moved by an update,
+//! to pages past the table's end when the pass began.
+
+use sqlx::{PgConnection, Row};
+
+use super::batch::Values;
+use super::statements::EntitySql;
+use crate::config::BatchOrder;
+use crate::holds::matter_set::MatterSet;
+
+/// The smallest table (in pages) [`BatchOrder::Auto`] sweeps in physical
+/// order: below it every page is in the buffer cache after a few batches
+/// and the order makes no measurable difference.
+const AUTO_MIN_PAGES: i64 = 1_000;
+/// [`BatchOrder::Auto`]'s largest `|correlation|` of the anchor with the
+/// physical order for which it takes physical order.
+const AUTO_MAX_CORRELATION: f64 = 0.5;
+/// [`BatchOrder::Auto`]'s smallest share of the table's rows estimated
+/// eligible for which it takes physical order.
+const AUTO_MIN_SHARE: f64 = 0.25;
+/// How much larger than one batch's expected rows a window of pages is, so
+/// that most batches find their full batch within it.
+const WINDOW_MARGIN: f64 = 1.25;
+
+/// Where a physical-order pass is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pages {
+    /// The last `tid` a batch covered (exclusive lower bound of the next),
+    /// as text: `(page,offset)`.
+    pub(crate) lo: String,
+    /// How many pages past `lo`'s a batch looks for its rows in.
+    pub(crate) window: u32,
+    /// The table's size in pages when the pass began: the pass ends there.
+    pub(crate) blocks: u32,
+}
+
+impl Pages {
+    /// The first batch's position.
+    fn start(window: u32, blocks: u32) -> Pages {
+        Pages {
+            lo: "(0,0)".to_owned(),
+            window: window.max(1),
+            blocks,
+        }
+    }
+
+    /// The page of `lo`.
+    fn page(&self) -> u32 {
+        tid_page(&self.lo).unwrap_or(0)
+    }
+
+    /// The first page past this batch's window.
+    pub(crate) fn end(&self) -> u32 {
+        self.page().saturating_add(self.window).saturating_add(1)
+    }
+
+    /// `(end, 0)`: the window's exclusive end.
+    pub(crate) fn end_tid(&self) -> String {
+        format!("({},0)", self.end())
+    }
+
+    /// `(end - 1, 65535)`: the window's last possible `tid`.
+    pub(crate) fn last_tid(&self) -> String {
+        format!("({},65535)", self.end().saturating_sub(1))
+    }
+
+    /// The position after a batch that found its upper `tid` `hi` (`None`:
+    /// the window held less than a batch, so the batch took all of it), and
+    /// whether the pass goes on.
+    pub(crate) fn next(&self, hi: Option<String>) -> (Pages, bool) {
+        let (lo, more) = match hi {
+            Some(hi) => (hi, true),
+            None => (self.last_tid(), self.end() < self.blocks),
+        };
+        (
+            Pages {
+                lo,
+                window: self.window,
+                blocks: self.blocks,
+            },
+            more,
+        )
+    }
+}
+
+/// The page number of a `tid`'s text `(page,offset)`.
+fn tid_page(tid: &str) -> Option<u32> {
+    tid.trim()
+        .strip_prefix('(')?
+        .split(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The order a type's range batches take in this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// By `(anchor, record id)`.
+    Anchor,
+    /// By page, from this position.
+    Pages(Pages),
+}
+
+/// What the catalog says of the type's table.
+struct Shape {
+    /// A plain table with no inheritance children.
+    plain: bool,
+    /// Its size in pages now.
+    blocks: i64,
+    /// The planner's row count (`reltuples`; negative when never analysed).
+    tuples: f64,
+    /// `pg_stats.correlation` of the batch order's column, when analysed.
+    correlation: Option<f64>,
+}
+
+async fn shape(
+    conn: &mut PgConnection,
+    sql: &EntitySql,
+    v: &Values<'_>,
+) -> Result<Option<Shape>, sqlx::Error> {
+    let row = crate::sql::query(
+        "SELECT c.relkind OPERATOR(pg_catalog.=) 'r' AND NOT c.relhassubclass AS plain, \
+                pg_catalog.pg_relation_size(c.oid) \
+                  OPERATOR(pg_catalog./) pg_catalog.current_setting('block_size')::pg_catalog.int8 AS blocks, \
+                c.reltuples::pg_catalog.float8 AS tuples, \
+                (SELECT s.correlation::pg_catalog.float8 FROM pg_catalog.pg_stats AS s \
+                  WHERE s.schemaname OPERATOR(pg_catalog.=) n.nspname \
+                    AND s.tablename OPERATOR(pg_catalog.=) c.relname \
+                    AND s.attname OPERATOR(pg_catalog.=) $2 AND NOT s.inherited) AS correlation \
+         FROM pg_catalog.pg_class AS c \
+         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+         WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)",
+    )
+    .persistent(false)
+    .bind(v.entity.table.to_string())
+    .bind(&sql.order_column)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some(Shape {
+        plain: row.try_get("plain")?,
+        blocks: row.try_get("blocks")?,
+        tuples: row.try_get("tuples")?,
+        correlation: row.try_get("correlation")?,
+    }))
+}
+
+/// The planner's estimate of the eligible rows (`rows=N` on the first line
+/// of `EXPLAIN`).
+async fn eligible_estimate(
+    conn: &mut PgConnection,
+    sql: &EntitySql,
+    v: &Values<'_>,
+    matters: &MatterSet,
+) -> Result<Option<f64>, sqlx::Error> {
+    let rows = super::batch::bind_values(&sql.estimate, v, matters)
+        .persistent(false)
+        .fetch_all(&mut *conn)
+        .await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let line: String = first.try_get(0)?;
+    Ok(plan_rows(&line))
+}
+
+/// `N` of `rows=N` in a line of `EXPLAIN`'s text.
+fn plan_rows(line: &str) -> Option<f64> {
+    let at = line.find("rows=")? + "rows=".len();
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Chooses the order of a type's range batches for this run, reading the
+/// catalog and, for [`BatchOrder::Auto`], the planner's estimate (two
+/// statements, once per type and run). Anchor order when the type has no
+/// physical-order statement, its table is not a plain one, or the choice
+/// cannot be read.
+pub(crate) async fn choose(
+    conn: &mut PgConnection,
+    sql: &EntitySql,
+    v: &Values<'_>,
+    setting: BatchOrder,
+    matters: &MatterSet,
+) -> Order {
+    if sql.pages.is_none() || setting == BatchOrder::Anchor {
+        return Order::Anchor;
+    }
+    // In a transaction of its own (a pooler in transaction mode keeps its
+    // statements on one server session, contract CO1), with `pg_catalog`
+    // first on the path as in a batch, so the estimate plans the
+    // predicate's operators as the batches will.
+    let decided = crate::sql::txn::alone(conn, async |conn: &mut PgConnection| {
+        crate::sql::query(
+            "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' OPERATOR(pg_catalog.||) \
+                    pg_catalog.current_setting('search_path'), true)",
+        )
+        .persistent(false)
+        .execute(&mut *conn)
+        .await?;
+        decide(conn, sql, v, setting, matters).await
+    })
+    .await;
+    match decided {
+        Ok(order) => order,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not read the table's shape; batches take anchor order");
+            Order::Anchor
+        }
+    }
+}
+
+async fn decide(
+    conn: &mut PgConnection,
+    sql: &EntitySql,
+    v: &Values<'_>,
+    setting: BatchOrder,
+    matters: &MatterSet,
+) -> Result<Order, sqlx::Error> {
+    let Some(shape) = shape(conn, sql, v).await? else {
+        return Ok(Order::Anchor);
+    };
+    if !shape.plain || shape.blocks < 1 {
+        return Ok(Order::Anchor);
+    }
+    let blocks = u32::try_from(shape.blocks).unwrap_or(u32::MAX);
+    let estimate = eligible_estimate(conn, sql, v, matters).await?;
+    let physical = match setting {
+        BatchOrder::Physical => true,
+        _ => auto(&shape, estimate),
+    };
+    if !physical {
+        return Ok(Order::Anchor);
+    }
+    // Eligible rows per page, by the estimate (at least one row on the
+    // whole table, so a wrong estimate only makes windows larger).
+    let per_page = estimate.unwrap_or(shape.tuples).max(1.0) / shape.blocks as f64;
+    let window = (WINDOW_MARGIN * f64::from(v.batch_size) / per_page).ceil();
+    let window = if window.is_finite() && window >= 1.0 {
+        window.min(f64::from(blocks)) as u32
+    } else {
+        1
+    };
+    tracing::debug!(
+        entity = %v.entity.entity_id,
+        blocks,
+        window,
+        "batches take physical order"
+    );
+    Ok(Order::Pages(Pages::start(window, blocks)))
+}
+
+/// [`BatchOrder::Auto`]'s rule (see its docs).
+fn auto(shape: &Shape, estimate: Option<f64>) -> bool {
+    let (Some(correlation), Some(estimate)) = (shape.correlation, estimate) else {
+        return false;
+    };
+    shape.blocks >= AUTO_MIN_PAGES
+        && shape.tuples > 0.0
+        && correlation.abs() < AUTO_MAX_CORRELATION
+        && estimate >= AUTO_MIN_SHARE * shape.tuples
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_ends_past_the_page_of_its_lower_bound_and_moves_on_from_its_last_tid() {
+        let p = Pages::start(10, 25);
+        assert_eq!(p.end_tid(), "(11,0)");
+        assert_eq!(p.last_tid(), "(10,65535)");
+        let (p, more) = p.next(None);
+        assert!(more);
+        assert_eq!(p.lo, "(10,65535)");
+        assert_eq!(p.end(), 21);
+        let (q, more) = p.next(Some("(17,4)".to_owned()));
+        assert!(more);
+        assert_eq!(q.end(), 28);
+        // The window reaches the table's end: the pass is done.
+        let (_, more) = q.next(None);
+        assert!(!more);
+    }
+
+    #[test]
+    fn explain_rows_are_read_from_the_first_line() {
+        assert_eq!(
+            plan_rows("Seq Scan on notes t  (cost=0.00..23.00 rows=1234 width=4)"),
+            Some(1234.0)
+        );
+        assert_eq!(
+            plan_rows("Result  (cost=0.00..0.01 rows=1 width=4)"),
+            Some(1.0)
+        );
+        assert_eq!(plan_rows("no estimate"), None);
+    }
+
+    #[test]
+    fn auto_takes_physical_order_only_for_a_large_shuffled_mostly_eligible_table() {
+        let shape = |blocks, correlation| Shape {
+            plain: true,
+            blocks,
+            tuples: 100_000.0,
+            correlation,
+        };
+        assert!(auto(&shape(2_000, Some(0.01)), Some(90_000.0)));
+        // In anchor order already.
+        assert!(!auto(&shape(2_000, Some(0.99)), Some(90_000.0)));
+        // Few rows eligible.
+        assert!(!auto(&shape(2_000, Some(0.01)), Some(1_000.0)));
+        // Small.
+        assert!(!auto(&shape(100, Some(0.01)), Some(90_000.0)));
+        // Never analysed.
+        assert!(!auto(&shape(2_000, None), Some(90_000.0)));
+    }
+}
