@@ -151,11 +151,13 @@ pub struct Options {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum BatchOrder {
-    /// Per type and run, from the catalog and the planner's estimate:
-    /// physical order when the table is a plain one of at least 1,000
-    /// pages, its rows lie in an order unlike the anchor's (`pg_stats`
-    /// correlation below 0.5) and at least a quarter of them are eligible;
-    /// anchor order otherwise (and when the table was never analysed).
+    /// Per type and run, from the catalog, the planner's estimate and the
+    /// first anchor-ordered batch: physical order when the table is a
+    /// plain one of at least 1,000 pages, at least a quarter of its rows
+    /// are estimated eligible, and the first batch's rows in anchor order
+    /// lie on more than twice the pages a physical-order batch of as many
+    /// rows would read; anchor order otherwise (and when the table was
+    /// never analysed).
     #[default]
     Auto,
     /// Batches follow the `(anchor, record id)` index: each batch's rows

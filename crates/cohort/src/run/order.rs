@@ -29,9 +29,10 @@ use crate::holds::matter_set::MatterSet;
 /// order: below it every page is in the buffer cache after a few batches
 /// and the order makes no measurable difference.
 const AUTO_MIN_PAGES: i64 = 1_000;
-/// [`BatchOrder::Auto`]'s largest `|correlation|` of the anchor with the
-/// physical order for which it takes physical order.
-const AUTO_MAX_CORRELATION: f64 = 0.5;
+/// [`BatchOrder::Auto`] takes physical order when an anchor-ordered batch's
+/// rows lie on more than this many times the pages a physical-order batch
+/// of as many rows would read.
+const AUTO_MIN_SCATTER: f64 = 2.0;
 /// [`BatchOrder::Auto`]'s smallest share of the table's rows estimated
 /// eligible for which it takes physical order.
 const AUTO_MIN_SHARE: f64 = 0.25;
@@ -128,31 +129,26 @@ struct Shape {
     blocks: i64,
     /// The planner's row count (`reltuples`; negative when never analysed).
     tuples: f64,
-    /// `pg_stats.correlation` of the batch order's column, when analysed.
-    correlation: Option<f64>,
 }
 
-async fn shape(
-    conn: &mut PgConnection,
-    sql: &EntitySql,
-    v: &Values<'_>,
-) -> Result<Option<Shape>, sqlx::Error> {
+/// The first anchor-ordered batch: its rows, and the pages they lie on.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    rows: f64,
+    pages: f64,
+}
+
+async fn shape(conn: &mut PgConnection, v: &Values<'_>) -> Result<Option<Shape>, sqlx::Error> {
     let row = crate::sql::query(
         "SELECT c.relkind OPERATOR(pg_catalog.=) 'r' AND NOT c.relhassubclass AS plain, \
                 pg_catalog.pg_relation_size(c.oid) \
                   OPERATOR(pg_catalog./) pg_catalog.current_setting('block_size')::pg_catalog.int8 AS blocks, \
-                c.reltuples::pg_catalog.float8 AS tuples, \
-                (SELECT s.correlation::pg_catalog.float8 FROM pg_catalog.pg_stats AS s \
-                  WHERE s.schemaname OPERATOR(pg_catalog.=) n.nspname \
-                    AND s.tablename OPERATOR(pg_catalog.=) c.relname \
-                    AND s.attname OPERATOR(pg_catalog.=) $2 AND NOT s.inherited) AS correlation \
+                c.reltuples::pg_catalog.float8 AS tuples \
          FROM pg_catalog.pg_class AS c \
-         JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
          WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)",
     )
     .persistent(false)
     .bind(v.entity.table.to_string())
-    .bind(&sql.order_column)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(row) = row else {
@@ -162,8 +158,26 @@ async fn shape(
         plain: row.try_get("plain")?,
         blocks: row.try_get("blocks")?,
         tuples: row.try_get("tuples")?,
-        correlation: row.try_get("correlation")?,
     }))
+}
+
+/// The first anchor-ordered batch's rows and the pages they lie on.
+async fn sample(
+    conn: &mut PgConnection,
+    sql: &EntitySql,
+    v: &Values<'_>,
+    matters: &MatterSet,
+) -> Result<Sample, sqlx::Error> {
+    let row = super::batch::bind_values(&sql.sample, v, matters)
+        .persistent(false)
+        .fetch_one(&mut *conn)
+        .await?;
+    let pages: i64 = row.try_get("pages")?;
+    let rows: i64 = row.try_get("n")?;
+    Ok(Sample {
+        rows: rows as f64,
+        pages: pages as f64,
+    })
 }
 
 /// The planner's estimate of the eligible rows (`rows=N` on the first line
@@ -241,7 +255,7 @@ async fn decide(
     setting: BatchOrder,
     matters: &MatterSet,
 ) -> Result<Order, sqlx::Error> {
-    let Some(shape) = shape(conn, sql, v).await? else {
+    let Some(shape) = shape(conn, v).await? else {
         return Ok(Order::Anchor);
     };
     if !shape.plain || shape.blocks < 1 {
@@ -251,7 +265,14 @@ async fn decide(
     let estimate = eligible_estimate(conn, sql, v, matters).await?;
     let physical = match setting {
         BatchOrder::Physical => true,
-        _ => auto(&shape, estimate),
+        _ => {
+            let sample = if shape.blocks >= AUTO_MIN_PAGES {
+                Some(sample(conn, sql, v, matters).await?)
+            } else {
+                None
+            };
+            auto(&shape, estimate, sample)
+        }
     };
     if !physical {
         return Ok(Order::Anchor);
@@ -274,15 +295,24 @@ async fn decide(
     Ok(Order::Pages(Pages::start(window, blocks)))
 }
 
-/// [`BatchOrder::Auto`]'s rule (see its docs).
-fn auto(shape: &Shape, estimate: Option<f64>) -> bool {
-    let (Some(correlation), Some(estimate)) = (shape.correlation, estimate) else {
+/// [`BatchOrder::Auto`]'s rule (see its docs): a large table, a large
+/// eligible share, and anchor-ordered batches scattered over many more pages
+/// than physical-order batches of as many rows would read (at the eligible
+/// rows' density per page).
+fn auto(shape: &Shape, estimate: Option<f64>, sample: Option<Sample>) -> bool {
+    let (Some(estimate), Some(sample)) = (estimate, sample) else {
         return false;
     };
-    shape.blocks >= AUTO_MIN_PAGES
-        && shape.tuples > 0.0
-        && correlation.abs() < AUTO_MAX_CORRELATION
-        && estimate >= AUTO_MIN_SHARE * shape.tuples
+    if shape.blocks < AUTO_MIN_PAGES
+        || shape.tuples <= 0.0
+        || estimate < AUTO_MIN_SHARE * shape.tuples
+        || sample.rows < 1.0
+    {
+        return false;
+    }
+    let density = estimate / shape.blocks as f64;
+    let physical_pages = (sample.rows / density).max(1.0);
+    sample.pages > AUTO_MIN_SCATTER * physical_pages
 }
 
 #[cfg(test)]
@@ -320,21 +350,30 @@ mod tests {
     }
 
     #[test]
-    fn auto_takes_physical_order_only_for_a_large_shuffled_mostly_eligible_table() {
-        let shape = |blocks, correlation| Shape {
+    fn auto_takes_physical_order_only_for_a_large_scattered_mostly_eligible_table() {
+        // 50 rows a page; 45 of them eligible.
+        let shape = |blocks| Shape {
             plain: true,
             blocks,
-            tuples: 100_000.0,
-            correlation,
+            tuples: 50.0 * blocks as f64,
         };
-        assert!(auto(&shape(2_000, Some(0.01)), Some(90_000.0)));
-        // In anchor order already.
-        assert!(!auto(&shape(2_000, Some(0.99)), Some(90_000.0)));
+        let scattered = Some(Sample {
+            rows: 1_000.0,
+            pages: 990.0,
+        });
+        let clustered = Some(Sample {
+            rows: 1_000.0,
+            pages: 21.0,
+        });
+        assert!(auto(&shape(2_000), Some(90_000.0), scattered));
+        // In anchor order already: a batch reads as many pages either way.
+        assert!(!auto(&shape(2_000), Some(90_000.0), clustered));
         // Few rows eligible.
-        assert!(!auto(&shape(2_000, Some(0.01)), Some(1_000.0)));
+        assert!(!auto(&shape(2_000), Some(1_000.0), scattered));
         // Small.
-        assert!(!auto(&shape(100, Some(0.01)), Some(90_000.0)));
-        // Never analysed.
-        assert!(!auto(&shape(2_000, None), Some(90_000.0)));
+        assert!(!auto(&shape(100), Some(4_500.0), scattered));
+        // No estimate, no sample.
+        assert!(!auto(&shape(2_000), None, scattered));
+        assert!(!auto(&shape(2_000), Some(90_000.0), None));
     }
 }

@@ -179,10 +179,10 @@ pub(crate) struct EntitySql {
     /// `EXPLAIN SELECT 1 FROM t WHERE <eligible>`: the planner's estimate of
     /// the eligible rows, from which `run::order` chooses the batch order.
     pub(crate) estimate: Statement<P>,
-    /// The raw name of the column the batches order by (the anchor, or a
-    /// later stage's stamp), whose correlation with the physical order
-    /// `run::order` reads from `pg_stats`.
-    pub(crate) order_column: String,
+    /// The first batch's rows in anchor order: how many pages they lie on
+    /// (`pages`) and how many they are (`n`), from which `run::order`
+    /// judges how scattered anchor-ordered batches are.
+    pub(crate) sample: Statement<P>,
     /// The locked path's candidates, first batch and later ones: `o`
     /// (tableoid), `c` (ctid text), `record_id`, `anchor`, then `v0..` (the
     /// custom-anonymised columns' text).
@@ -894,6 +894,22 @@ impl Parts<'_> {
         b.finish(text)
     }
 
+    /// How many pages the first anchor-ordered batch's rows lie on, and
+    /// how many rows it has (one index scan of a batch).
+    fn sample(&self) -> Statement<P> {
+        let mut b = Params::new();
+        let eligible = self.eligible(&mut b);
+        let limit = b.p(P::Limit);
+        let text = format!(
+            "SELECT pg_catalog.count(DISTINCT pg_catalog.split_part((s.c)::pg_catalog.text, ',', 1)) AS pages, \
+                    pg_catalog.count(*) AS n \
+             FROM (SELECT t.ctid AS c FROM {table} AS t WHERE {eligible} {order} LIMIT {limit}) AS s",
+            table = self.e.table,
+            order = self.order(),
+        );
+        b.finish(text)
+    }
+
     /// The locked path's candidates.
     fn candidates(&self, after: bool) -> Statement<P> {
         let mut b = Params::new();
@@ -1112,7 +1128,7 @@ impl EntitySql {
             range_matters,
             pages,
             estimate: parts.estimate(),
-            order_column: parts.age().name.as_str().to_owned(),
+            sample: parts.sample(),
             candidates: [parts.candidates(false), parts.candidates(true)],
             mutate: parts.mutate(),
             customs,
