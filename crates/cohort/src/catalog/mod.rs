@@ -24,7 +24,7 @@ mod tables;
 mod types;
 
 pub(crate) use bounds::{Bounds, bounds};
-pub(crate) use equality::equalities;
+pub(crate) use equality::{Equality, equalities};
 pub(crate) use foreign_keys::{ForeignKey, OnDelete, foreign_keys};
 pub(crate) use indexes::{CatalogIndex, indexes};
 pub(crate) use inheritance::{InheritanceLink, inheritance};

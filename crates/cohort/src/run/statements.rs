@@ -262,26 +262,30 @@ impl Parts<'_> {
     }
 
     /// A category's rows of a type whose rows take their category from a
-    /// column (` AND ...`, or empty; contract SL3): the column's value, as
-    /// text, is one of the slice's values, or, for the default category,
-    /// none of the mapped ones (NULL included). Judged at the statement, so
-    /// a row whose value changes between batches goes by its value then.
+    /// column (` AND ...`, or empty; contract SL3): the column's value is
+    /// one of the slice's values, or, for the default category, none of the
+    /// mapped ones (NULL included). Compared in the column's own type with
+    /// its own equality (the values read as that type, as erasure reads a
+    /// subject), so an index on the column serves it and a type whose
+    /// equality is not its text's (`citext`, `numeric`) compares as the
+    /// column does. Judged at the statement, so a row whose value changes
+    /// between batches goes by its value then.
     fn slice(&self, b: &mut Params<P>) -> String {
         let Some(slice) = &self.e.slice else {
             return String::new();
         };
         let values = b.p(P::SliceValues);
+        let c = &slice.column;
+        let any = format!(
+            "t.{col} {eq} ANY (CAST({values}::pg_catalog.text[] AS {cmp}[]))",
+            col = c.name,
+            eq = c.eq,
+            cmp = c.cmp_type
+        );
         if slice.others {
-            format!(
-                " AND (t.{c} IS NULL OR (t.{c})::pg_catalog.text OPERATOR(pg_catalog.<>) \
-                 ALL ({values}::pg_catalog.text[]))",
-                c = slice.column.name
-            )
+            format!(" AND (t.{} IS NULL OR NOT ({any}))", c.name)
         } else {
-            format!(
-                " AND (t.{c})::pg_catalog.text OPERATOR(pg_catalog.=) ANY ({values}::pg_catalog.text[])",
-                c = slice.column.name
-            )
+            format!(" AND {any}")
         }
     }
 

@@ -64,6 +64,21 @@ pub(super) struct Found {
     categories: Vec<(&'static str, Capabilities)>,
 }
 
+impl Found {
+    /// The category column's raw name.
+    pub(super) fn column_name(&self) -> &str {
+        self.column.name.as_str()
+    }
+
+    /// Compares the column with the map's values by `eq` (its type's own
+    /// equality, from `catalog::equality`).
+    pub(super) fn compare_by(&mut self, eq: catalog::Equality) {
+        self.column.cmp_type = eq.cmp_type;
+        self.column.eq = eq.eq;
+        self.column.operator = eq.operator;
+    }
+}
+
 /// Checks the category column of `from` in `table`; `None` after reporting
 /// a problem.
 pub(super) async fn check(

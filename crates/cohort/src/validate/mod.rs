@@ -334,6 +334,9 @@ pub(crate) async fn validate(
                     .iter()
                     .map(|s| (s.name.as_str().to_owned(), attnum(s.name.as_str())))
                     .collect(),
+                category: split
+                    .as_ref()
+                    .map(|f| (f.column_name().to_owned(), attnum(f.column_name()))),
             };
             warnings.extend(speed::warnings(
                 &entity,
@@ -407,6 +410,23 @@ pub(crate) async fn validate(
     for found in archives {
         if let Some((_, e)) = entities.get_mut(found.index) {
             archive::attach(e, found);
+        }
+    }
+    // A category column compares with the map's values by its own
+    // equality, read as erasure reads a subject column's.
+    let asked: Vec<(u32, String)> = splits
+        .iter()
+        .filter_map(|(index, found)| {
+            entities
+                .get(*index)
+                .map(|(oid, _)| (*oid, found.column_name().to_owned()))
+        })
+        .collect();
+    let refs: Vec<(u32, &str)> = asked.iter().map(|(o, n)| (*o, n.as_str())).collect();
+    let mut equalities = catalog::equalities(conn, &refs).await?.into_iter();
+    for (_, found) in &mut splits {
+        if let Some(Some(eq)) = equalities.next() {
+            found.compare_by(eq);
         }
     }
     for (index, found) in splits {

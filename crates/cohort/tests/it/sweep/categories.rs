@@ -396,3 +396,85 @@ async fn start_up_refuses_a_map_that_leaves_values_without_a_category_all_at_onc
         "{text}"
     );
 }
+
+/// Documents classed by a case-insensitive tier (`citext`): "Gold" is kept
+/// as invoices are, whatever its case.
+#[derive(cohort::Retained)]
+#[cohort(
+    category_from = "tier",
+    category_map("Gold" = "invoices"),
+    category = "drafts",
+    anchor = "created_at",
+    id = "5c2d8e1f-4a6b-4c7d-9e0f-1a2b3c4d5e73",
+    table = "tiered_documents"
+)]
+#[allow(dead_code, reason = "only the descriptor is read")]
+struct TieredDocument {
+    id: i64,
+    tenant_id: Uuid,
+    created_at: DateTime<Utc>,
+    tier: Option<String>,
+}
+
+// contract: SL3
+#[tokio::test]
+async fn a_class_column_is_compared_by_its_own_equality_and_warned_about_without_an_index() {
+    let (db, _) = db_with_cohort("public").await;
+    db.exec(
+        "CREATE EXTENSION IF NOT EXISTS citext;
+         CREATE TABLE public.tiered_documents (
+             id bigint PRIMARY KEY, tenant_id uuid NOT NULL, created_at timestamptz NOT NULL,
+             tier public.citext);
+         CREATE INDEX ON public.tiered_documents (tenant_id, created_at, id);",
+    )
+    .await;
+    // Each 100 days old: past the drafts' 30 days, within the invoices' 400.
+    for (id, tier) in [
+        (1, Some("Gold")),
+        (2, Some("gold")),
+        (3, Some("GOLD")),
+        (4, Some("silver")),
+        (5, None),
+    ] {
+        sqlx::query(
+            "INSERT INTO public.tiered_documents (id, tenant_id, created_at, tier) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(id)
+        .bind(tenant_a())
+        .bind(fixed_now() - Duration::days(100))
+        .bind(tier)
+        .execute(db.pool())
+        .await
+        .expect("insert");
+    }
+    let build = || {
+        Cohort::builder(db.engine_pool().clone())
+            .rules(rules())
+            .entity::<TieredDocument>()
+            .build_engine(&db)
+    };
+    // Only the anchor index: start-up warns that each class's batches walk
+    // the other classes' rows, naming the index that fixes it.
+    let cohort = build().await.expect("valid model");
+    let fixes: Vec<String> = cohort.warnings().iter().map(|w| w.fix.clone()).collect();
+    let index = "CREATE INDEX CONCURRENTLY ON \"public\".\"tiered_documents\" \
+                 (\"tenant_id\", \"tier\", \"created_at\", \"id\")";
+    assert_eq!(fixes, vec![index.to_owned()]);
+    sqlx::raw_sql(sqlx::AssertSqlSafe(index))
+        .execute(db.pool())
+        .await
+        .expect("the fix applies");
+    let cohort = build().await.expect("valid model");
+    assert!(cohort.warnings().is_empty(), "{:?}", cohort.warnings());
+    let result = cohort.sweep(&scope_a(), fixed_now()).await.expect("sweep");
+    assert_eq!(result.status, RunStatus::Succeeded, "{result:#?}");
+    let kept: Vec<i64> = sqlx::query_scalar("SELECT id FROM public.tiered_documents ORDER BY id")
+        .fetch_all(db.pool())
+        .await
+        .expect("left");
+    assert_eq!(
+        kept,
+        vec![1, 2, 3],
+        "every case of Gold is an invoice by citext's equality; the rest are drafts"
+    );
+}
