@@ -838,6 +838,18 @@ pub(crate) struct RunsListArgs {
     /// short ids, times to the second).
     #[arg(long)]
     pub(crate) wide: bool,
+    /// `wide` (as --wide) or `json` (as --json), as kubectl spells them.
+    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
+    pub(crate) output: Option<Output>,
+}
+
+/// `-o FORMAT` of the runs tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Output {
+    /// Every column, in full.
+    Wide,
+    /// JSON.
+    Json,
 }
 
 /// `runs show`.
@@ -852,6 +864,9 @@ pub(crate) struct RunsShowArgs {
     /// rule's source and reason, errors), times in full.
     #[arg(long)]
     pub(crate) wide: bool,
+    /// `wide` (as --wide) or `json` (as --json), as kubectl spells them.
+    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
+    pub(crate) output: Option<Output>,
 }
 
 /// `coverage`.

@@ -278,6 +278,7 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
             run: r.run_id.to_string(),
             rows: 0,
             wide: false,
+            output: None,
         },
     )
     .await?;
@@ -291,6 +292,7 @@ pub(crate) async fn run(ctx: &Ctx, args: &DemoArgs) -> CliResult {
             kind: None,
             tenant: None,
             wide: false,
+            output: None,
         },
     )
     .await?;

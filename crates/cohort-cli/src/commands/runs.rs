@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::Ctx;
 use super::rows::SummaryJson;
-use crate::cli::{RunsCommand, RunsListArgs, RunsShowArgs};
+use crate::cli::{Output, RunsCommand, RunsListArgs, RunsShowArgs};
 use crate::db::qualified;
 use crate::error::{CliError, CliResult};
 use crate::output::{self, opt, time};
@@ -558,18 +558,18 @@ pub(crate) async fn run(ctx: &Ctx, cmd: &RunsCommand) -> CliResult {
     match cmd {
         RunsCommand::List(a) => {
             let runs = list(&pool, &schema, a).await?;
-            if ctx.json() {
+            if ctx.json() || a.output == Some(Output::Json) {
                 output::json(&runs)
             } else {
-                print_list(&runs, a.wide)
+                print_list(&runs, a.wide || a.output == Some(Output::Wide))
             }
         }
         RunsCommand::Show(a) => {
             let s = show(&pool, &schema, a).await?;
-            if ctx.json() {
+            if ctx.json() || a.output == Some(Output::Json) {
                 output::json(&s)
             } else {
-                print_show(&s, a.wide)
+                print_show(&s, a.wide || a.output == Some(Output::Wide))
             }
         }
         RunsCommand::Export(a) => super::evidence::export(&pool, &schema, a).await,

@@ -35,6 +35,11 @@ async fn run_tables_fit_a_terminal_and_wide_shows_every_column() {
     );
     let wide = stdout(&p.cohort(&["runs", "list", "--wide"]));
     assert!(wide.contains(&run_id) && wide.contains("trigger"), "{wide}");
+    // kubectl's spelling: -o wide, -o json.
+    assert_eq!(stdout(&p.cohort(&["runs", "list", "-o", "wide"])), wide);
+    let listed = p.cohort(&["runs", "list", "-o", "json"]);
+    assert_success(&listed);
+    assert_eq!(json(&listed)[0]["run_id"].as_str(), Some(run_id.as_str()));
 
     // The short id is enough to show the run.
     let show = p.cohort(&["runs", "show", &run_id[..8]]);
@@ -51,6 +56,13 @@ async fn run_tables_fit_a_terminal_and_wide_shows_every_column() {
         wide.contains("rule source") && wide.contains("null anchor"),
         "{wide}"
     );
+    assert_eq!(
+        stdout(&p.cohort(&["runs", "show", &run_id, "-o", "wide"])),
+        wide
+    );
+    let shown = p.cohort(&["runs", "show", &run_id, "-o", "json"]);
+    assert_success(&shown);
+    assert_eq!(json(&shown)["run"]["run_id"].as_str(), Some(run_id.as_str()));
 
     // Not an id, nor a prefix of one: a usage error.
     let bad = p.cohort(&["runs", "show", "zz"]);
