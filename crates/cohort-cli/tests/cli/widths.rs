@@ -62,7 +62,10 @@ async fn run_tables_fit_a_terminal_and_wide_shows_every_column() {
     );
     let shown = p.cohort(&["runs", "show", &run_id, "-o", "json"]);
     assert_success(&shown);
-    assert_eq!(json(&shown)["run"]["run_id"].as_str(), Some(run_id.as_str()));
+    assert_eq!(
+        json(&shown)["run"]["run_id"].as_str(),
+        Some(run_id.as_str())
+    );
 
     // Not an id, nor a prefix of one: a usage error.
     let bad = p.cohort(&["runs", "show", "zz"]);

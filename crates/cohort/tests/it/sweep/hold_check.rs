@@ -10,7 +10,9 @@ use std::time::Duration as StdDuration;
 use crate::support::models::*;
 use crate::support::{TestRules, count, db_with_cohort};
 use chrono::Utc;
-use cohort::{Capabilities, Cohort, Options, Period, Rule, Scope, Strategy, TenantContext};
+use cohort::{
+    BatchOrder, Capabilities, Cohort, Options, Period, Rule, Scope, Strategy, TenantContext,
+};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
@@ -68,6 +70,16 @@ async fn wait_for_readers_to_exit(conn: &mut PgConnection) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_stale_statistics_and_a_generic_plan_a_batch_reads_hold_rows_in_proportion_to_its_own()
 {
+    hold_rows_read_follow_the_batches(BatchOrder::Anchor).await;
+}
+
+// contract: X22, X18
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_physical_order_a_batch_reads_hold_rows_in_proportion_to_its_own() {
+    hold_rows_read_follow_the_batches(BatchOrder::Physical).await;
+}
+
+async fn hold_rows_read_follow_the_batches(order: BatchOrder) {
     let (db, _) = db_with_cohort("public").await;
     db.exec(TABLES).await;
     let rules = TestRules::new().with(
@@ -77,6 +89,7 @@ async fn with_stale_statistics_and_a_generic_plan_a_batch_reads_hold_rows_in_pro
     );
     let options = Options {
         batch_size: BATCH,
+        batch_order: order,
         ..Options::default()
     };
     // Build once so the type is registered (plain-SQL holds go through it).
@@ -128,6 +141,21 @@ async fn with_stale_statistics_and_a_generic_plan_a_batch_reads_hold_rows_in_pro
         .expect("plan_cache_mode");
     assert_eq!(generic, "force_generic_plan");
 
+    // Every DELETE statement's text, to see which order the batches took.
+    db.exec(
+        r#"
+        CREATE TABLE public.stmt_log (query text);
+        CREATE FUNCTION public.log_stmt() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          INSERT INTO public.stmt_log VALUES (current_query());
+          RETURN NULL;
+        END $$;
+        CREATE TRIGGER log_delete AFTER DELETE ON public.session_notes
+          FOR EACH STATEMENT EXECUTE FUNCTION public.log_stmt();
+        "#,
+    )
+    .await;
+
     // The engine on a pool of its own, closed after the sweep so its
     // backends exit and their statistics are flushed.
     wait_for_readers_to_exit(&mut observer).await;
@@ -169,6 +197,18 @@ async fn with_stale_statistics_and_a_generic_plan_a_batch_reads_hold_rows_in_pro
          plus {per_batch} a batch"
     );
     assert!(read >= HOLDS, "the counters saw the sweep: {read}");
+    let queries: Vec<String> = sqlx::query_scalar("SELECT query FROM public.stmt_log")
+        .fetch_all(db.pool())
+        .await
+        .expect("log");
+    assert!(queries.len() >= batches as usize, "{}", queries.len());
+    for q in &queries {
+        assert_eq!(
+            q.contains("t.ctid OPERATOR(pg_catalog.>)"),
+            order == BatchOrder::Physical,
+            "{order:?}: {q}"
+        );
+    }
     db.exec(&format!(
         "ALTER DATABASE \"{}\" RESET plan_cache_mode",
         db.name()
