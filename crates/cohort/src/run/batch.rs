@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::cancelled;
 use super::hold_filter::HoldFilter;
 use super::markers::{self, ChangeMarker};
-use super::order::{Order, Pages};
+use super::order::{Order, Pages, Probe};
 use super::statements::{EntitySql, P};
 use crate::config::BatchOrder;
 use crate::handlers::registry::Registered;
@@ -486,10 +486,17 @@ impl EntityBatches<'_> {
             };
             let order = match &mut order {
                 Some(o) => o,
-                None => order.insert(
-                    super::order::choose(conn, self.sql, &self.values, self.order, &g.matters)
-                        .await,
-                ),
+                None => {
+                    let v = &self.values;
+                    let probe = self.sql.pages.as_ref().map(|_| Probe {
+                        table: v.entity.table.to_string(),
+                        entity: v.entity.entity_id,
+                        batch_size: v.batch_size,
+                        estimate: bind_values(&self.sql.estimate, v, &g.matters),
+                        sample: bind_values(&self.sql.sample, v, &g.matters),
+                    });
+                    order.insert(super::order::choose(conn, probe, self.order).await)
+                }
             };
             let outcome = self
                 .batch(conn, &mut cursor, order, path, g, committed + 1)

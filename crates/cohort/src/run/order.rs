@@ -18,12 +18,28 @@
 //! as left behind, as locked rows are: rows written, or moved by an update,
 //! to pages past the table's end when the pass began.
 
-use sqlx::{PgConnection, Row};
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{PgConnection, Postgres, Row};
+use uuid::Uuid;
 
-use super::batch::Values;
-use super::statements::EntitySql;
 use crate::config::BatchOrder;
-use crate::holds::matter_set::MatterSet;
+
+/// A statement with its values bound.
+type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
+
+/// What [`choose`] reads, bound by the batch loop: the type's table and
+/// batch size, and its estimate and sample statements
+/// (`EntitySql::estimate`, `EntitySql::sample`) with their values.
+pub(crate) struct Probe<'q> {
+    /// The quoted, schema-qualified table.
+    pub(crate) table: String,
+    /// The retained type's id, for the log.
+    pub(crate) entity: Uuid,
+    pub(crate) batch_size: u32,
+    pub(crate) estimate: PgQuery<'q>,
+    pub(crate) sample: PgQuery<'q>,
+}
 
 /// The smallest table (in pages) [`BatchOrder::Auto`] sweeps in physical
 /// order: below it every page is in the buffer cache after a few batches
@@ -138,7 +154,7 @@ struct Sample {
     pages: f64,
 }
 
-async fn shape(conn: &mut PgConnection, v: &Values<'_>) -> Result<Option<Shape>, sqlx::Error> {
+async fn shape(conn: &mut PgConnection, table: &str) -> Result<Option<Shape>, sqlx::Error> {
     let row = crate::sql::query(
         "SELECT c.relkind OPERATOR(pg_catalog.=) 'r' AND NOT c.relhassubclass AS plain, \
                 pg_catalog.pg_relation_size(c.oid) \
@@ -148,7 +164,7 @@ async fn shape(conn: &mut PgConnection, v: &Values<'_>) -> Result<Option<Shape>,
          WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)",
     )
     .persistent(false)
-    .bind(v.entity.table.to_string())
+    .bind(table)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(row) = row else {
@@ -162,16 +178,8 @@ async fn shape(conn: &mut PgConnection, v: &Values<'_>) -> Result<Option<Shape>,
 }
 
 /// The first anchor-ordered batch's rows and the pages they lie on.
-async fn sample(
-    conn: &mut PgConnection,
-    sql: &EntitySql,
-    v: &Values<'_>,
-    matters: &MatterSet,
-) -> Result<Sample, sqlx::Error> {
-    let row = super::batch::bind_values(&sql.sample, v, matters)
-        .persistent(false)
-        .fetch_one(&mut *conn)
-        .await?;
+async fn sample(conn: &mut PgConnection, query: PgQuery<'_>) -> Result<Sample, sqlx::Error> {
+    let row = query.persistent(false).fetch_one(&mut *conn).await?;
     let pages: i64 = row.try_get("pages")?;
     let rows: i64 = row.try_get("n")?;
     Ok(Sample {
@@ -184,14 +192,9 @@ async fn sample(
 /// of `EXPLAIN`).
 async fn eligible_estimate(
     conn: &mut PgConnection,
-    sql: &EntitySql,
-    v: &Values<'_>,
-    matters: &MatterSet,
+    query: PgQuery<'_>,
 ) -> Result<Option<f64>, sqlx::Error> {
-    let rows = super::batch::bind_values(&sql.estimate, v, matters)
-        .persistent(false)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows = query.persistent(false).fetch_all(&mut *conn).await?;
     let Some(first) = rows.first() else {
         return Ok(None);
     };
@@ -216,12 +219,13 @@ fn plan_rows(line: &str) -> Option<f64> {
 /// cannot be read.
 pub(crate) async fn choose(
     conn: &mut PgConnection,
-    sql: &EntitySql,
-    v: &Values<'_>,
+    probe: Option<Probe<'_>>,
     setting: BatchOrder,
-    matters: &MatterSet,
 ) -> Order {
-    if sql.pages.is_none() || setting == BatchOrder::Anchor {
+    let Some(probe) = probe else {
+        return Order::Anchor;
+    };
+    if setting == BatchOrder::Anchor {
         return Order::Anchor;
     }
     // In a transaction of its own (a pooler in transaction mode keeps its
@@ -236,7 +240,7 @@ pub(crate) async fn choose(
         .persistent(false)
         .execute(&mut *conn)
         .await?;
-        decide(conn, sql, v, setting, matters).await
+        decide(conn, probe, setting).await
     })
     .await;
     match decided {
@@ -250,24 +254,22 @@ pub(crate) async fn choose(
 
 async fn decide(
     conn: &mut PgConnection,
-    sql: &EntitySql,
-    v: &Values<'_>,
+    probe: Probe<'_>,
     setting: BatchOrder,
-    matters: &MatterSet,
 ) -> Result<Order, sqlx::Error> {
-    let Some(shape) = shape(conn, v).await? else {
+    let Some(shape) = shape(conn, &probe.table).await? else {
         return Ok(Order::Anchor);
     };
     if !shape.plain || shape.blocks < 1 {
         return Ok(Order::Anchor);
     }
     let blocks = u32::try_from(shape.blocks).unwrap_or(u32::MAX);
-    let estimate = eligible_estimate(conn, sql, v, matters).await?;
+    let estimate = eligible_estimate(conn, probe.estimate).await?;
     let physical = match setting {
         BatchOrder::Physical => true,
         _ => {
             let sample = if shape.blocks >= AUTO_MIN_PAGES {
-                Some(sample(conn, sql, v, matters).await?)
+                Some(sample(conn, probe.sample).await?)
             } else {
                 None
             };
@@ -280,14 +282,14 @@ async fn decide(
     // Eligible rows per page, by the estimate (at least one row on the
     // whole table, so a wrong estimate only makes windows larger).
     let per_page = estimate.unwrap_or(shape.tuples).max(1.0) / shape.blocks as f64;
-    let window = (WINDOW_MARGIN * f64::from(v.batch_size) / per_page).ceil();
+    let window = (WINDOW_MARGIN * f64::from(probe.batch_size) / per_page).ceil();
     let window = if window.is_finite() && window >= 1.0 {
         window.min(f64::from(blocks)) as u32
     } else {
         1
     };
     tracing::debug!(
-        entity = %v.entity.entity_id,
+        entity = %probe.entity,
         blocks,
         window,
         "batches take physical order"
