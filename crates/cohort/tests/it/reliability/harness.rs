@@ -215,7 +215,9 @@ CREATE TABLE public.rel_cases (id bigint PRIMARY KEY, tenant_id uuid NOT NULL,
 CREATE TABLE public.rel_log (
     seq bigserial PRIMARY KEY, xid xid8 NOT NULL, tbl text NOT NULL, id bigint NOT NULL,
     op text NOT NULL, source text NOT NULL,
-    stmt_ts timestamptz NOT NULL DEFAULT statement_timestamp());
+    stmt_ts timestamptz NOT NULL DEFAULT statement_timestamp(),
+    -- Whether the statement was a physical-order (page range) batch.
+    paged boolean NOT NULL DEFAULT false);
 CREATE FUNCTION public.rel_log_mutation() RETURNS trigger LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -231,9 +233,10 @@ BEGIN
     ELSE
         op := 'Other';
     END IF;
-    INSERT INTO public.rel_log (xid, tbl, id, op, source)
+    INSERT INTO public.rel_log (xid, tbl, id, op, source, paged)
     VALUES (pg_current_xact_id(), TG_TABLE_NAME, OLD.id, op,
-            coalesce(nullif(current_setting('rel.source', true), ''), 'cohort'));
+            coalesce(nullif(current_setting('rel.source', true), ''), 'cohort'),
+            strpos(current_query(), 't.ctid OPERATOR(pg_catalog.>)') > 0);
     RETURN NULL;
 END $$;
 CREATE TRIGGER rel_log AFTER UPDATE OR DELETE ON public.rel_notes

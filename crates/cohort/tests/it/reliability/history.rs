@@ -48,6 +48,39 @@ async fn a_random_history_of_holds_sweeps_erasures_and_host_deletions_checks_cle
     println!("R1 finished in {:.1} s", elapsed(start));
 }
 
+/// The same history with every range batch in physical order (page ranges;
+/// `docs/design.md`, "Two batch orders"): the checker's promises hold there too.
+// contract: R1, H1, H11, X15, X18
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_physical_order_a_random_history_checks_clean() {
+    let start = std::time::Instant::now();
+    let seed = seed();
+    let ops = env_u64("COHORT_RELIABILITY_OPS", 2_000);
+    let workers = env_u64("COHORT_RELIABILITY_WORKERS", 4);
+    let options = cohort::Options {
+        batch_order: cohort::BatchOrder::Physical,
+        ..options(7)
+    };
+    let world = world_with(150, options, true).await;
+    run_workload(&world, seed, workers, ops).await;
+    let mut rng = Rng::new(seed);
+    sweep(&world, &mut rng).await;
+    drain(&world).await;
+    let report = check(&world).await;
+    assert_clean(
+        &world,
+        &report,
+        &format!("R1, physical order: {ops} operations, {workers} workers, seed {seed}"),
+    );
+    let paged: i64 = sqlx::query_scalar("SELECT count(*) FROM public.rel_log WHERE paged")
+        .fetch_one(world.db.pool())
+        .await
+        .expect("log");
+    assert!(paged > 0, "no row was changed by a page-range batch");
+    println!("rows changed by page-range batches: {paged}");
+    println!("R1 in physical order finished in {:.1} s", elapsed(start));
+}
+
 /// The checker is not vacuous: a row deleted behind Cohort's back after its
 /// hold committed, a detail-less "Cohort" mutation and a tampered summary
 /// are each reported.
