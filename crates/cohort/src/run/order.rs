@@ -279,15 +279,11 @@ async fn decide(
     if !physical {
         return Ok(Order::Anchor);
     }
-    // Eligible rows per page, by the estimate (at least one row on the
-    // whole table, so a wrong estimate only makes windows larger).
-    let per_page = estimate.unwrap_or(shape.tuples).max(1.0) / shape.blocks as f64;
-    let window = (WINDOW_MARGIN * f64::from(probe.batch_size) / per_page).ceil();
-    let window = if window.is_finite() && window >= 1.0 {
-        window.min(f64::from(blocks)) as u32
-    } else {
-        1
-    };
+    let window = window_pages(
+        estimate.unwrap_or(shape.tuples),
+        shape.blocks,
+        probe.batch_size,
+    );
     tracing::debug!(
         entity = %probe.entity,
         blocks,
@@ -295,6 +291,24 @@ async fn decide(
         "batches take physical order"
     );
     Ok(Order::Pages(Pages::start(window, blocks)))
+}
+
+/// How many pages a batch looks for its rows in: 1.25 batches' worth at
+/// the estimated eligible rows per page, and never more than the batch size
+/// of pages nor the table. The cap keeps a batch's cost bounded by the batch
+/// (contract X22) when the estimate is far too low (a forced physical order
+/// on a table whose statistics say it is nearly empty): the batch then reads
+/// at most `batch_size` pages and takes what eligible rows they hold.
+fn window_pages(estimate: f64, blocks: i64, batch_size: u32) -> u32 {
+    // Eligible rows per page (at least one row on the whole table).
+    let per_page = estimate.max(1.0) / blocks.max(1) as f64;
+    let window = (WINDOW_MARGIN * f64::from(batch_size) / per_page).ceil();
+    let cap = f64::from(batch_size.max(1)).min(blocks.max(1) as f64);
+    if window.is_finite() && window >= 1.0 {
+        window.min(cap) as u32
+    } else {
+        1
+    }
 }
 
 /// [`BatchOrder::Auto`]'s rule (see its docs): a large table, a large
@@ -336,6 +350,18 @@ mod tests {
         // The window reaches the table's end: the pass is done.
         let (_, more) = q.next(None);
         assert!(!more);
+    }
+
+    #[test]
+    fn a_window_holds_a_batch_and_a_quarter_at_the_estimate_and_never_more_than_a_batch_of_pages() {
+        // 50 eligible rows a page: 25 pages hold 1,250 rows.
+        assert_eq!(window_pages(100_000.0, 2_000, 1_000), 25);
+        // An estimate of nearly nothing: the batch size of pages, not the table.
+        assert_eq!(window_pages(1.0, 1_000_000, 1_000), 1_000);
+        // A small table: all of it.
+        assert_eq!(window_pages(1.0, 10, 1_000), 10);
+        // No estimate at all counts as one row.
+        assert_eq!(window_pages(f64::NAN, 10, 1_000), 10);
     }
 
     #[test]
